@@ -1,0 +1,1 @@
+"""Bronze: raw landing data, every record kept, append-only."""

@@ -1,0 +1,22 @@
+"""Pure transformations of the bronze layer."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS
+
+
+def _with_ingestion_time(df: DataFrame) -> DataFrame:
+    return df.withColumn("ingested_at", F.current_timestamp())
+
+
+def shape_bronze_events(lines: DataFrame) -> DataFrame:
+    """Landing lines (``raw, source_file``) as bronze rows: the raw text, its file, when ingested."""
+    return lines.transform(_with_ingestion_time).select(*BRONZE_EVENTS.schema.fieldNames())
+
+
+def shape_bronze_customers(rows: DataFrame) -> DataFrame:
+    """Customer CSV rows as bronze rows, malformed lines kept in ``_corrupt_record``."""
+    return rows.transform(_with_ingestion_time).select(*BRONZE_CUSTOMERS.schema.fieldNames())

@@ -1,0 +1,1 @@
+"""Gold: windowed aggregates of silver events that analysts query."""

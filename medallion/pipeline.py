@@ -1,0 +1,59 @@
+"""The ``events`` pipeline: its layers in order, run to completion or as a service."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from enum import Enum
+
+from pyspark.sql import SparkSession
+
+from medallion.bronze.job import start_bronze
+from medallion.config import Settings, Trigger, TriggerKind
+from medallion.gold.job import start_gold
+from medallion.silver.job import start_silver
+from medallion.streaming import RunningQuery, TableRun, await_all, serve
+
+log = logging.getLogger(__name__)
+
+
+class Layer(str, Enum):
+    """What ``medallion run`` can run."""
+
+    BRONZE = "bronze"
+    SILVER = "silver"
+    GOLD = "gold"
+    ALL = "all"
+
+
+Starter = Callable[[SparkSession, Settings, Trigger], list[RunningQuery]]
+STARTERS: dict[Layer, Starter] = {
+    Layer.BRONZE: start_bronze,
+    Layer.SILVER: start_silver,
+    Layer.GOLD: start_gold,
+}
+
+
+def layers_of(layer: Layer) -> list[Layer]:
+    """The layers a run of ``layer`` covers, upstream first."""
+    return [Layer.BRONZE, Layer.SILVER, Layer.GOLD] if layer is Layer.ALL else [layer]
+
+
+def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
+                 trigger: Trigger) -> list[TableRun]:
+    """Run ``layer`` (or every layer in order) with ``trigger``; return what each table got.
+
+    With available-now or once, each layer drains what is there before the next starts, so one
+    run carries new landing data all the way to gold. With a processing-time trigger the layers
+    run side by side until stopped, each picking up what the one before it commits.
+    """
+    if trigger.kind is TriggerKind.PROCESSING_TIME:
+        started: list[RunningQuery] = []
+        for each in layers_of(layer):
+            started += STARTERS[each](spark, settings, trigger)
+        return serve(started)
+    runs: list[TableRun] = []
+    for each in layers_of(layer):
+        log.info("running %s with trigger %s", each.value, trigger)
+        runs += await_all(STARTERS[each](spark, settings, trigger))
+    return runs

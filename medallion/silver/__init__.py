@@ -1,0 +1,1 @@
+"""Silver: bronze events parsed, validated, deduplicated and enriched; the rest quarantined."""

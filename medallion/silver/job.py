@@ -1,0 +1,128 @@
+"""The silver job: a stream of bronze events, written per micro-batch to silver and quarantine.
+
+Each micro-batch is split into valid events and quarantined lines, deduplicated against itself
+and against what silver already holds (so a re-delivered event is removed however late it comes,
+and counted), enriched with the customers dimension as it stands, and written with Delta
+transaction ids so that a replayed batch changes nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Settings, Trigger
+from medallion.silver.transforms import (
+    deduplicate_in_batch,
+    enrich_with_customers,
+    latest_customers,
+    parse_events,
+    remove_known,
+    select_quarantined,
+    select_valid,
+)
+from medallion.sinks.delta import append_batch, ensure_table, guard_checkpoint, query_id_of, with_trigger
+from medallion.sources.delta import read_table, read_table_stream
+from medallion.streaming import RunningQuery, TableRun
+from medallion.tables import (
+    BRONZE_CUSTOMERS,
+    BRONZE_EVENTS,
+    SILVER_BATCH_METRICS,
+    SILVER_EVENTS,
+    SILVER_QUARANTINE,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SilverBatchWriter:
+    """The ``foreachBatch`` function of the silver query; keeps what it did for the run summary."""
+
+    settings: Settings
+    checkpoint: str
+    quarantined: int = 0
+    duplicates_removed: int = 0
+    rows_out: int = 0
+    _query_id: str | None = field(default=None, repr=False)
+
+    def query_id(self, spark: SparkSession) -> str:
+        """The query id kept in the checkpoint: stable across restarts, new with a new checkpoint."""
+        if self._query_id is None:
+            self._query_id = query_id_of(spark, self.checkpoint)
+        return self._query_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        settings = self.settings
+        parsed = batch.transform(parse_events).persist()
+        try:
+            counts = parsed.agg(
+                F.count(F.lit(1)).alias("rows_in"),
+                F.count_if(F.size("reasons") > 0).alias("quarantined"),
+            ).first()
+            rows_in, quarantined = int(counts["rows_in"]), int(counts["quarantined"])  # type: ignore[index]
+            if rows_in == 0:
+                return
+            known = read_table(spark, SILVER_EVENTS.path(settings))
+            customers = latest_customers(read_table(spark, BRONZE_CUSTOMERS.path(settings)))
+            new_events = (
+                parsed.transform(select_valid)
+                .transform(deduplicate_in_batch)
+                .transform(remove_known(known))
+                .transform(enrich_with_customers(customers))
+                .persist()
+            )
+            try:
+                rows_out = new_events.count()
+                duplicates = rows_in - quarantined - rows_out
+                query_id = self.query_id(spark)
+                app_id = f"medallion-{SILVER_EVENTS.key}-{query_id}"
+                # The metrics row goes first: on a replay, silver is unchanged until its own write
+                # commits, so recomputed counts are the same, and a committed write is skipped.
+                metrics = spark.createDataFrame(
+                    [(SILVER_EVENTS.key, query_id, batch_id, rows_in, quarantined, duplicates, rows_out)],
+                    "table STRING, query_id STRING, batch_id BIGINT, rows_in BIGINT, "
+                    "quarantined BIGINT, duplicates_removed BIGINT, rows_out BIGINT",
+                ).withColumn("recorded_at", F.current_timestamp())
+                append_batch(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
+                append_batch(parsed.transform(select_quarantined),
+                             SILVER_QUARANTINE.path(settings), app_id, batch_id)
+                append_batch(new_events, SILVER_EVENTS.path(settings), app_id, batch_id)
+            finally:
+                new_events.unpersist()
+        finally:
+            parsed.unpersist()
+        self.quarantined += quarantined
+        self.duplicates_removed += duplicates
+        self.rows_out += rows_out
+        log.info("silver/events batch %d: %d in, %d quarantined, %d duplicates, %d written",
+                 batch_id, rows_in, quarantined, duplicates, rows_out)
+
+    def add_to(self, run: TableRun) -> None:
+        """Copy the batch counters into the run summary."""
+        run.quarantined = self.quarantined
+        run.duplicates_removed = self.duplicates_removed
+
+
+def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
+    """Start processing what is new in bronze/events into silver/events and its quarantine."""
+    for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+                 SILVER_BATCH_METRICS):
+        ensure_table(spark, spec, spec.path(settings))
+    checkpoint = SILVER_EVENTS.checkpoint(settings)
+    guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
+    writer = SilverBatchWriter(settings, checkpoint)
+    stream = read_table_stream(spark, BRONZE_EVENTS.path(settings),
+                               settings.streaming.max_files_per_trigger)
+    query = with_trigger(
+        stream.writeStream.queryName(SILVER_EVENTS.key)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(writer),
+        trigger,
+    ).start()
+    return [RunningQuery(SILVER_EVENTS.key, query,
+                         rows_out=lambda: writer.rows_out, extra=writer.add_to)]

@@ -1,0 +1,1 @@
+"""Writers: streaming Delta appends and idempotent per-batch writes (append, MERGE)."""

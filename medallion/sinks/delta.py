@@ -1,0 +1,145 @@
+"""Writers to Delta tables that stay exactly-once when a micro-batch is replayed.
+
+A streaming Delta sink is idempotent by itself (it records the query id and batch id in the
+table's log). Writes made inside ``foreachBatch`` are made idempotent with Delta's transaction
+identifiers: ``txnAppId`` (derived from the query id kept in the checkpoint) and ``txnVersion``
+(the batch id). Delta skips a write whose (app id, version) it has already committed, so a batch
+replayed after a crash changes no table twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter
+
+from medallion.config import Trigger, TriggerKind
+from medallion.tables import TableSpec
+
+log = logging.getLogger(__name__)
+
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing or does not belong to the table it would write."""
+
+
+def with_trigger(writer: DataStreamWriter, trigger: Trigger) -> DataStreamWriter:
+    """Apply the run's trigger to a stream writer."""
+    if trigger.kind is TriggerKind.AVAILABLE_NOW:
+        return writer.trigger(availableNow=True)
+    if trigger.kind is TriggerKind.ONCE:
+        return writer.trigger(once=True)
+    return writer.trigger(processingTime=trigger.interval or "1 minute")
+
+
+def ensure_table(spark: SparkSession, spec: TableSpec, path: str) -> None:
+    """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {spec.layer}")
+    (
+        DeltaTable.createIfNotExists(spark)
+        .tableName(spec.qualified_name)
+        .location(path)
+        .addColumns(spec.schema)
+        .comment(spec.comment)
+        .execute()
+    )
+
+
+def _hadoop_path(spark: SparkSession, path: str):  # type: ignore[no-untyped-def]
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    return hadoop_path.getFileSystem(conf), hadoop_path
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists, on any file system Hadoop knows (local, s3a, ...)."""
+    fs, hadoop_path = _hadoop_path(spark, path)
+    return bool(fs.exists(hadoop_path))
+
+
+def read_text(spark: SparkSession, path: str) -> str:
+    """The content of a small text file on any Hadoop file system."""
+    fs, hadoop_path = _hadoop_path(spark, path)
+    stream = fs.open(hadoop_path)
+    try:
+        reader = spark.sparkContext._jvm.java.io.BufferedReader(  # type: ignore[union-attr]
+            spark.sparkContext._jvm.java.io.InputStreamReader(stream, "UTF-8")  # type: ignore[union-attr]
+        )
+        lines = []
+        line = reader.readLine()
+        while line is not None:
+            lines.append(line)
+            line = reader.readLine()
+        return "\n".join(lines)
+    finally:
+        stream.close()
+
+
+def query_id_of(spark: SparkSession, checkpoint: str) -> str:
+    """The streaming query id recorded in a checkpoint's ``metadata`` file."""
+    return str(json.loads(read_text(spark, f"{checkpoint}/metadata"))["id"])
+
+
+def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, table: str) -> None:
+    """Refuse to start a query that would silently reprocess everything into a written table.
+
+    A table that a stream has written to, whose checkpoint is gone, would get every input again
+    if the query simply started over. That is never what anyone wants, so it fails loudly.
+    """
+    if path_exists(spark, f"{checkpoint}/offsets"):
+        return
+    if DeltaTable.isDeltaTable(spark, table_path):
+        written = DeltaTable.forPath(spark, table_path).history(1).select("version").first()
+        if written is not None and written["version"] > 0:
+            raise CheckpointError(
+                f"{table}: checkpoint {checkpoint} is missing but the table at {table_path} already "
+                "holds streamed data; starting over would process every input again. Restore the "
+                "checkpoint, or rebuild the table and everything downstream of it."
+            )
+
+
+@contextmanager
+def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+    spark.conf.set(_TXN_APP_ID, app_id)
+    spark.conf.set(_TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_APP_ID)
+        spark.conf.unset(_TXN_VERSION)
+
+
+def append_batch(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append a micro-batch once: a replay of the same (app id, batch id) is skipped by Delta."""
+    (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .save(path)
+    )
+
+
+def upsert_batch(
+    df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int
+) -> None:
+    """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once."""
+    condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+    spark = df.sparkSession
+    with _transaction(spark, app_id, batch_id):
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(df.alias("s"), condition)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )

@@ -1,0 +1,1 @@
+"""Readers: the landing zone's files and the lakehouse's Delta tables, as streams."""

@@ -1,0 +1,116 @@
+"""The tables of the ``events`` pipeline: where each lives, its schema, and its catalog name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import StructType
+
+from medallion.config import Settings
+
+AMOUNT_TYPE = "DECIMAL(18,4)"
+TOTAL_TYPE = "DECIMAL(28,4)"  # what Spark's sum() of AMOUNT_TYPE returns
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A Delta table at ``<lakehouse>/<layer>/<name>``, registered as ``<layer>.<name>``."""
+
+    layer: str
+    name: str
+    schema_ddl: str
+    comment: str
+    folder: str | None = None  # folder under the lakehouse when it differs from the layer
+
+    @property
+    def qualified_name(self) -> str:
+        """Catalog name, ``<layer>.<name>``."""
+        return f"{self.layer}.{self.name}"
+
+    @property
+    def key(self) -> str:
+        """Path-style name, ``<layer>/<name>``, as users and logs say it."""
+        return f"{self.layer}/{self.name}"
+
+    @property
+    def schema(self) -> StructType:
+        """The schema as a ``StructType``."""
+        return StructType.fromDDL(self.schema_ddl)
+
+    def path(self, settings: Settings) -> str:
+        """Location of the table's Delta log and files."""
+        return settings.table_path(self.folder or self.layer, self.name)
+
+    def checkpoint(self, settings: Settings) -> str:
+        """Checkpoint of the streaming query that writes this table."""
+        return settings.checkpoint_path(self.key)
+
+
+BRONZE_EVENTS = TableSpec(
+    "bronze", "events",
+    "raw STRING, source_file STRING, ingested_at TIMESTAMP",
+    "Every line of the events landing files, as written, broken lines included; append-only.",
+)
+BRONZE_CUSTOMERS = TableSpec(
+    "bronze", "customers",
+    "customer_id STRING, customer_name STRING, segment STRING, _corrupt_record STRING, "
+    "source_file STRING, ingested_at TIMESTAMP",
+    "The customers dimension as ingested from CSV; append-only, latest row per id wins.",
+)
+SILVER_EVENTS = TableSpec(
+    "silver", "events",
+    f"event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, amount {AMOUNT_TYPE}, "
+    "customer_name STRING, segment STRING, source_file STRING, ingested_at TIMESTAMP",
+    "Valid events, typed, deduplicated by event_id, enriched with the customer's name and segment.",
+)
+SILVER_QUARANTINE = TableSpec(
+    "silver", "events_quarantine",
+    "raw STRING, event_id STRING, reasons ARRAY<STRING>, source_file STRING, ingested_at TIMESTAMP",
+    "Every bronze line that is not a valid event, with the reasons it failed.",
+)
+GOLD_EVENT_COUNTS_5M = TableSpec(
+    "gold", "event_counts_5m",
+    f"window_start TIMESTAMP, window_end TIMESTAMP, event_type STRING, event_count BIGINT, "
+    f"total_amount {TOTAL_TYPE}",
+    "Tumbling 5-minute windows per event type; open windows updated in place.",
+)
+GOLD_USER_ACTIVITY_SLIDING = TableSpec(
+    "gold", "user_activity_sliding",
+    "window_start TIMESTAMP, window_end TIMESTAMP, user_id STRING, event_count BIGINT",
+    "10-minute windows sliding every 5 minutes per user; open windows updated in place.",
+)
+GOLD_USER_SESSIONS = TableSpec(
+    "gold", "user_sessions",
+    f"user_id STRING, session_start TIMESTAMP, session_end TIMESTAMP, event_count BIGINT, "
+    f"total_amount {TOTAL_TYPE}",
+    "Sessions with a 5-minute gap per user, appended once the watermark has closed them.",
+)
+GOLD_SEGMENT_REVENUE_1H = TableSpec(
+    "gold", "segment_revenue_1h",
+    f"window_start TIMESTAMP, window_end TIMESTAMP, segment STRING, purchase_count BIGINT, "
+    f"revenue {TOTAL_TYPE}",
+    "Tumbling 1-hour windows of purchases per customer segment; open windows updated in place.",
+)
+SILVER_BATCH_METRICS = TableSpec(
+    "monitoring", "silver_batches",
+    "table STRING, query_id STRING, batch_id BIGINT, rows_in BIGINT, quarantined BIGINT, "
+    "duplicates_removed BIGINT, rows_out BIGINT, recorded_at TIMESTAMP",
+    "What each silver micro-batch did: rows read, quarantined, duplicates removed, rows written.",
+    folder="_monitoring",
+)
+
+ALL_TABLES: tuple[TableSpec, ...] = (
+    BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+    GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS, GOLD_SEGMENT_REVENUE_1H,
+    SILVER_BATCH_METRICS,
+)
+
+
+def find_table(name: str) -> TableSpec:
+    """The spec named ``layer/name`` or ``layer.name``."""
+    wanted = name.replace("/", ".")
+    for spec in ALL_TABLES:
+        if spec.qualified_name == wanted:
+            return spec
+    known = ", ".join(spec.key for spec in ALL_TABLES)
+    raise KeyError(f"no table {name!r} (known: {known})")
