@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 DATA ?= data
 export MEDALLION_LANDING ?= $(CURDIR)/$(DATA)/landing
 export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
+# Spark binds to loopback: nothing here listens beyond this machine.
+export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run test test-unit lint bench clean

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from medallion.config import ConfigError, Settings, Trigger, load_settings
+from medallion.config import ConfigError, Settings, load_settings
 
 log = logging.getLogger("medallion")
 

@@ -9,7 +9,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from medallion.bronze.transforms import shape_bronze_customers, shape_bronze_events
 from medallion.config import Settings, Trigger
-from medallion.sinks.delta import ensure_table, guard_checkpoint, path_exists, with_trigger
+from medallion.sinks.delta import (
+    ensure_table,
+    guard_checkpoint,
+    path_exists,
+    rows_written_since,
+    table_version,
+    with_trigger,
+)
 from medallion.sources.files import read_customer_csv, read_json_lines
 from medallion.streaming import RunningQuery
 from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, TableSpec
@@ -21,6 +28,10 @@ INGESTIONS: tuple[tuple[TableSpec, str, Reader, Callable[[DataFrame], DataFrame]
     (BRONZE_EVENTS, "events", read_json_lines, shape_bronze_events),
     (BRONZE_CUSTOMERS, "customers", read_customer_csv, shape_bronze_customers),
 )
+
+
+def _rows_since(spark: SparkSession, path: str, version: int) -> Callable[[], int]:
+    return lambda: rows_written_since(spark, path, version)
 
 
 def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
@@ -44,5 +55,8 @@ def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
             .option("checkpointLocation", checkpoint)
         )
         log.info("%s: ingesting %s", spec.key, folder)
-        queries.append(RunningQuery(spec.key, with_trigger(writer, trigger).start(path)))
+        before = table_version(spark, path)
+        query = with_trigger(writer, trigger).start(path)
+        queries.append(RunningQuery(spec.key, query,
+                                    rows_out=_rows_since(spark, path, before)))
     return queries

@@ -9,6 +9,7 @@ streaming Delta sink, which is exactly-once by itself.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,7 +22,15 @@ from medallion.gold.transforms import (
     aggregate_user_activity_sliding,
     aggregate_user_sessions,
 )
-from medallion.sinks.delta import ensure_table, guard_checkpoint, query_id_of, upsert_batch, with_trigger
+from medallion.sinks.delta import (
+    ensure_table,
+    guard_checkpoint,
+    query_id_of,
+    rows_written_since,
+    table_version,
+    upsert_batch,
+    with_trigger,
+)
 from medallion.sources.delta import read_table_stream
 from medallion.streaming import RunningQuery
 from medallion.tables import (
@@ -32,7 +41,6 @@ from medallion.tables import (
     SILVER_EVENTS,
     TableSpec,
 )
-from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +107,9 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
         upsert = UpsertWriter(spec, path, gold.merge_keys, checkpoint)
         query = with_trigger(writer.outputMode("update").foreachBatch(upsert), trigger).start()
         return RunningQuery(spec.key, query, rows_out=lambda: upsert.rows_out)
+    before = table_version(spark, path)
     query = with_trigger(writer.format("delta").outputMode("append"), trigger).start(path)
-    return RunningQuery(spec.key, query, rows_out=lambda: _sink_rows(query))
-
-
-def _sink_rows(query) -> int:  # type: ignore[no-untyped-def]
-    return sum(max(p.sink.numOutputRows, 0) for p in query.recentProgress)
+    return RunningQuery(spec.key, query, rows_out=lambda: rows_written_since(spark, path, before))
 
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:

@@ -24,7 +24,13 @@ from medallion.silver.transforms import (
     select_quarantined,
     select_valid,
 )
-from medallion.sinks.delta import append_batch, ensure_table, guard_checkpoint, query_id_of, with_trigger
+from medallion.sinks.delta import (
+    append_batch,
+    ensure_table,
+    guard_checkpoint,
+    query_id_of,
+    with_trigger,
+)
 from medallion.sources.delta import read_table, read_table_stream
 from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import (

@@ -18,6 +18,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from medallion.catalog import register_table
 from medallion.config import Trigger, TriggerKind
 from medallion.tables import TableSpec
 
@@ -42,15 +43,14 @@ def with_trigger(writer: DataStreamWriter, trigger: Trigger) -> DataStreamWriter
 
 def ensure_table(spark: SparkSession, spec: TableSpec, path: str) -> None:
     """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``."""
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {spec.layer}")
     (
         DeltaTable.createIfNotExists(spark)
-        .tableName(spec.qualified_name)
         .location(path)
         .addColumns(spec.schema)
         .comment(spec.comment)
         .execute()
     )
+    register_table(spark, spec, path)
 
 
 def _hadoop_path(spark: SparkSession, path: str):  # type: ignore[no-untyped-def]
@@ -97,14 +97,30 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     """
     if path_exists(spark, f"{checkpoint}/offsets"):
         return
-    if DeltaTable.isDeltaTable(spark, table_path):
-        written = DeltaTable.forPath(spark, table_path).history(1).select("version").first()
-        if written is not None and written["version"] > 0:
-            raise CheckpointError(
+    if table_version(spark, table_path) > 0:
+        raise CheckpointError(
                 f"{table}: checkpoint {checkpoint} is missing but the table at {table_path} already "
                 "holds streamed data; starting over would process every input again. Restore the "
                 "checkpoint, or rebuild the table and everything downstream of it."
             )
+
+
+def table_version(spark: SparkSession, path: str) -> int:
+    """The latest version of the Delta table at ``path`` (-1 if there is none)."""
+    if not DeltaTable.isDeltaTable(spark, path):
+        return -1
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return -1 if row is None else int(row["version"])
+
+
+def rows_written_since(spark: SparkSession, path: str, version: int) -> int:
+    """Rows that commits after ``version`` added to the table (from their operation metrics)."""
+    history = DeltaTable.forPath(spark, path).history().where(f"version > {version}")
+    total = 0
+    for commit in history.select("operationMetrics").collect():
+        metrics = commit["operationMetrics"] or {}
+        total += int(metrics.get("numOutputRows", metrics.get("numTargetRowsInserted", 0)))
+    return total
 
 
 @contextmanager

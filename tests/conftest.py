@@ -1,0 +1,38 @@
+"""Shared fixtures: one Spark session for the whole test run, tables under ``tmp_path``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.config import Settings, load_settings
+from medallion.spark import build_session
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def make_settings(root: Path, **overrides: str) -> Settings:
+    """Settings of the repo's ``local`` environment with landing and lakehouse under ``root``."""
+    return load_settings(env="local", conf_dir=REPO / "conf", landing=str(root / "landing"),
+                         lakehouse=str(root / "lakehouse"), **overrides)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The project's session (local[2], 2 shuffle partitions, UI off), shared by every test."""
+    settings = make_settings(tmp_path_factory.mktemp("session"))
+    session = build_session(settings, register_tables=False)
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings whose landing zone and lakehouse are this test's own folders."""
+    return make_settings(tmp_path)
