@@ -13,18 +13,26 @@ from medallion.config import ConfigError, Settings, load_settings
 log = logging.getLogger("medallion")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env", help="configuration overlay conf/<env>.yaml (default: $MEDALLION_ENV or local)")
-    parser.add_argument("--conf-dir", help="folder holding base.yaml and the overlays")
-    parser.add_argument("--landing", help="landing zone (overrides configuration and $MEDALLION_LANDING)")
-    parser.add_argument("--lakehouse", help="lakehouse root (overrides configuration and $MEDALLION_LAKEHOUSE)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+def _common(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--env", default=default,
+                        help="configuration overlay conf/<env>.yaml (default: $MEDALLION_ENV or local)")
+    parser.add_argument("--conf-dir", default=default,
+                        help="folder holding base.yaml and the overlays")
+    parser.add_argument("--landing", default=default,
+                        help="landing zone (overrides configuration and $MEDALLION_LANDING)")
+    parser.add_argument("--lakehouse", default=default,
+                        help="lakehouse root (overrides configuration and $MEDALLION_LAKEHOUSE)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default or False,
+                        help="log at DEBUG level")
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The common options work before or after the command; after it they must not reset
+    # what was given before it, hence SUPPRESS as their default there.
     common = argparse.ArgumentParser(add_help=False)
-    _common(common)
-    parser = argparse.ArgumentParser(prog="medallion", description=__doc__, parents=[common])
+    _common(common, argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(prog="medallion", description="A Medallion lakehouse on Spark and Delta.")
+    _common(parser, None)
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", parents=[common], help="process everything new through a layer")

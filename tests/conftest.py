@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from medallion.spark import build_session
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# PySpark turns TIMESTAMP values into naive datetimes in the process's zone: make that UTC.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 def make_settings(root: Path, **overrides: str) -> Settings:

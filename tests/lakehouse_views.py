@@ -1,0 +1,55 @@
+"""Reading a lakehouse's tables into plain Python values, for comparisons in tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+
+from pyspark.sql import SparkSession
+
+from medallion.config import Settings
+from medallion.tables import (
+    BRONZE_EVENTS,
+    GOLD_EVENT_COUNTS_5M,
+    GOLD_SEGMENT_REVENUE_1H,
+    GOLD_USER_ACTIVITY_SLIDING,
+    GOLD_USER_SESSIONS,
+    SILVER_BATCH_METRICS,
+    SILVER_EVENTS,
+    SILVER_QUARANTINE,
+    TableSpec,
+)
+
+
+def rows(spark: SparkSession, settings: Settings, spec: TableSpec, *columns: str) -> list[tuple]:
+    """The table's rows as tuples of ``columns`` (all columns if none named)."""
+    frame = spark.read.format("delta").load(spec.path(settings))
+    if columns:
+        frame = frame.select(*columns)
+    return [tuple(row) for row in frame.collect()]
+
+
+def _normal(value: object) -> object:
+    return value.normalize() if isinstance(value, Decimal) else value
+
+
+def snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
+    """Every table as a multiset of rows, without the columns that differ between runs
+    (ingestion times, which file a duplicate's kept copy came from)."""
+    views = {
+        "bronze/events": rows(spark, settings, BRONZE_EVENTS, "raw", "source_file"),
+        "silver/events": rows(spark, settings, SILVER_EVENTS, "event_id", "user_id", "event_type",
+                              "timestamp", "amount", "customer_name", "segment"),
+        "silver/events_quarantine": rows(spark, settings, SILVER_QUARANTINE, "raw", "reasons",
+                                         "source_file"),
+        "gold/event_counts_5m": rows(spark, settings, GOLD_EVENT_COUNTS_5M),
+        "gold/user_activity_sliding": rows(spark, settings, GOLD_USER_ACTIVITY_SLIDING),
+        "gold/user_sessions": rows(spark, settings, GOLD_USER_SESSIONS),
+        "gold/segment_revenue_1h": rows(spark, settings, GOLD_SEGMENT_REVENUE_1H),
+    }
+    normal = {name: Counter(tuple(_normal(v) if not isinstance(v, list) else tuple(v) for v in row)
+                            for row in table) for name, table in views.items()}
+    normal["duplicates_removed"] = Counter(
+        {"total": sum(r[0] for r in rows(spark, settings, SILVER_BATCH_METRICS,
+                                         "duplicates_removed"))})
+    return normal

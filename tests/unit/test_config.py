@@ -1,0 +1,108 @@
+"""Configuration: overlays, overrides, and errors that name the key and the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medallion.config import ConfigError, Trigger, TriggerKind, load_settings
+from tests.conftest import REPO
+
+
+def write_conf(tmp_path: Path, base: str, **overlays: str) -> Path:
+    conf = tmp_path / "conf"
+    conf.mkdir(parents=True)
+    (conf / "base.yaml").write_text(base)
+    for env, text in overlays.items():
+        (conf / f"{env}.yaml").write_text(text)
+    return conf
+
+
+BASE = "paths:\n  landing: /l\n  lakehouse: /h\nstreaming:\n  max_files_per_trigger: 10\n"
+
+
+def test_overlay_changes_only_what_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    monkeypatch.delenv("MEDALLION_LAKEHOUSE", raising=False)
+    conf = write_conf(tmp_path, BASE, prod="paths:\n  lakehouse: s3a://bucket/lake/\n")
+    settings = load_settings(env="prod", conf_dir=conf)
+    assert settings.paths.landing == "/l"
+    assert settings.paths.lakehouse == "s3a://bucket/lake"
+    assert settings.streaming.max_files_per_trigger == 10
+    assert settings.table_path("gold", "x") == "s3a://bucket/lake/gold/x"
+    assert settings.checkpoint_path("gold/x") == "s3a://bucket/lake/_checkpoints/gold/x"
+
+
+def test_environment_variables_then_flags_override_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = write_conf(tmp_path, BASE, local="")
+    monkeypatch.setenv("MEDALLION_LANDING", "/from-env/landing")
+    monkeypatch.setenv("MEDALLION_LAKEHOUSE", "/from-env/lake")
+    settings = load_settings(env="local", conf_dir=conf, lakehouse="/from-flag")
+    assert settings.paths.landing == "/from-env/landing"
+    assert settings.paths.lakehouse == "/from-flag"
+
+
+def test_an_unknown_key_is_named_with_its_file(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="streaming:\n  max_file_per_trigger: 5\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert error.value.key == "streaming.max_file_per_trigger"
+    assert error.value.source == str(conf / "local.yaml")
+    assert "unknown key" in str(error.value)
+
+
+def test_a_bad_value_is_named_with_the_file_it_came_from(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="streaming:\n  watermark: ten minutes\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "local.yaml"))
+
+    conf2 = write_conf(tmp_path / "b", BASE.replace("10", "0"), local="")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf2)
+    assert (error.value.key, error.value.source) == (
+        "streaming.max_files_per_trigger", str(conf2 / "base.yaml"))
+
+
+def test_a_missing_environment_lists_the_available_ones(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="", prod="")
+    with pytest.raises(ConfigError, match=r"no overlay for environment 'qa' \(available: local, prod\)"):
+        load_settings(env="qa", conf_dir=conf)
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="spark: [unclosed\n")
+    with pytest.raises(ConfigError, match="local.yaml"):
+        load_settings(env="local", conf_dir=conf)
+
+
+def test_triggers_parse() -> None:
+    assert Trigger.parse("available-now") == Trigger(TriggerKind.AVAILABLE_NOW)
+    assert Trigger.parse("once") == Trigger(TriggerKind.ONCE)
+    assert Trigger.parse("processing-time=30 seconds") == Trigger(
+        TriggerKind.PROCESSING_TIME, "30 seconds")
+    with pytest.raises(ConfigError, match="trigger"):
+        Trigger.parse("continuous")
+    with pytest.raises(ConfigError, match="not a duration"):
+        Trigger.parse("processing-time=soon")
+
+
+def test_the_shipped_environments_load() -> None:
+    for env in ("local", "dev", "prod"):
+        settings = load_settings(env=env, conf_dir=REPO / "conf")
+        assert settings.env == env
+    assert load_settings(env="prod", conf_dir=REPO / "conf").paths.lakehouse.startswith("s3a://")
+
+
+def test_the_cli_rejects_bad_configuration_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from medallion.cli import main
+
+    conf = write_conf(tmp_path, BASE, local="spark:\n  shuffle_partitions: many\n")
+    assert main(["run", "all", "--conf-dir", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert "spark.shuffle_partitions" in err and str(conf / "local.yaml") in err

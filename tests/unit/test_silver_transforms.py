@@ -1,0 +1,190 @@
+"""Silver's pure transforms: parsing, validation reasons, deduplication, enrichment."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from medallion.silver.transforms import (
+    deduplicate_in_batch,
+    enrich_with_customers,
+    latest_customers,
+    parse_events,
+    remove_known,
+    select_quarantined,
+    select_valid,
+)
+
+INGESTED = datetime(2025, 1, 27, 12, 0, tzinfo=timezone.utc)
+
+
+def utc(text: str) -> datetime:
+    """An instant written ``2025-01-27T10:00:03.120``, in UTC, as Spark returns it (naive)."""
+    return datetime.fromisoformat(text)
+
+
+def bronze(spark: SparkSession, *lines: str, source_file: str = "f.json") -> DataFrame:
+    """Bronze rows for ``lines``; file and ingestion time filled in."""
+    return spark.createDataFrame(
+        [(line, source_file, INGESTED) for line in lines],
+        "raw STRING, source_file STRING, ingested_at TIMESTAMP",
+    )
+
+
+def reasons_of(spark: SparkSession, line: str) -> list[str]:
+    row = bronze(spark, line).transform(parse_events).first()
+    assert row is not None
+    return list(row["reasons"])
+
+
+def test_a_valid_event_is_typed(spark: SparkSession) -> None:
+    line = ('{"event_id":"e1","user_id":"u1","event_type":"purchase",'
+            '"timestamp":"2025-01-27T10:00:03.120Z","amount":12.5}')
+    valid = bronze(spark, line).transform(parse_events).transform(select_valid)
+    expected = spark.createDataFrame(
+        [("f.json", INGESTED, "e1", "u1", "purchase", utc("2025-01-27T10:00:03.120"),
+          Decimal("12.5000"))],
+        "source_file STRING, ingested_at TIMESTAMP, event_id STRING, user_id STRING, "
+        "event_type STRING, timestamp TIMESTAMP, amount DECIMAL(18,4)",
+    )
+    assertDataFrameEqual(valid, expected)
+
+
+def test_offsets_are_converted_to_utc_and_unknown_fields_ignored(spark: SparkSession) -> None:
+    line = ('{"event_id":"e1","user_id":"u1","event_type":"view","device":"ios",'
+            '"timestamp":"2025-01-27T11:30:00+01:00"}')
+    row = bronze(spark, line).transform(parse_events).first()
+    assert row is not None
+    assert row["reasons"] == []
+    assert row["timestamp"] == utc("2025-01-27T10:30:00")
+    assert row["amount"] is None
+
+
+def test_broken_lines_get_one_reason_each(spark: SparkSession) -> None:
+    assert reasons_of(spark, '{"event_id": "e1", "user_id": "u1", "timest') == ["invalid_json"]
+    assert reasons_of(spark, "not json") == ["invalid_json"]
+    assert reasons_of(spark, "") == ["invalid_json"]
+    assert reasons_of(spark, '[{"event_id": "e1"}]') == ["not_an_object"]
+    assert reasons_of(spark, '"just a string"') == ["not_an_object"]
+
+
+def test_every_failed_rule_is_named(spark: SparkSession) -> None:
+    assert reasons_of(spark, "{}") == [
+        "missing_event_id", "missing_user_id", "missing_event_type", "missing_timestamp"]
+    assert reasons_of(
+        spark,
+        '{"event_id":5,"user_id":"  ","event_type":"refund","timestamp":"yesterday","amount":-1}',
+    ) == ["invalid_event_id", "missing_user_id", "invalid_event_type", "invalid_timestamp",
+          "negative_amount"]
+
+
+def test_timestamp_rules(spark: SparkSession) -> None:
+    base = '{"event_id":"e","user_id":"u","event_type":"view","timestamp":%s}'
+    assert reasons_of(spark, base % '"2025-01-27T10:00:00"') == ["invalid_timestamp"]  # no zone
+    assert reasons_of(spark, base % '"2025-02-30T10:00:00Z"') == ["invalid_timestamp"]  # no such day
+    assert reasons_of(spark, base % "1737972000") == ["invalid_timestamp"]  # a number
+    assert reasons_of(spark, base % "null") == ["missing_timestamp"]
+    assert reasons_of(spark, base % '"2025-01-27T10:00:00.5-05:30"') == []
+
+
+def test_amount_rules(spark: SparkSession) -> None:
+    base = '{"event_id":"e","user_id":"u","event_type":"purchase",' \
+           '"timestamp":"2025-01-27T10:00:00Z","amount":%s}'
+    assert reasons_of(spark, base % "null") == []
+    assert reasons_of(spark, base % "0") == []
+    assert reasons_of(spark, base % '"12.50"') == ["invalid_amount"]  # a string, not a number
+    assert reasons_of(spark, base % "true") == ["invalid_amount"]
+    assert reasons_of(spark, base % "1e40") == ["invalid_amount"]  # beyond DECIMAL(18,4)
+    assert reasons_of(spark, base % "-0.01") == ["negative_amount"]
+
+
+def test_quarantine_keeps_the_raw_line_and_the_id_when_there_is_one(spark: SparkSession) -> None:
+    parsed = bronze(spark, "oops", '{"event_id":"e9","user_id":"u1","event_type":"nope",'
+                                   '"timestamp":"2025-01-27T10:00:00Z"}').transform(parse_events)
+    expected = spark.createDataFrame(
+        [("oops", None, ["invalid_json"], "f.json", INGESTED),
+         ('{"event_id":"e9","user_id":"u1","event_type":"nope","timestamp":"2025-01-27T10:00:00Z"}',
+          "e9", ["invalid_event_type"], "f.json", INGESTED)],
+        "raw STRING, event_id STRING, reasons ARRAY<STRING>, source_file STRING, "
+        "ingested_at TIMESTAMP",
+    )
+    assertDataFrameEqual(parsed.transform(select_quarantined), expected)
+    assert parsed.transform(select_valid).count() == 0
+
+
+EVENT_SCHEMA = ("event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, "
+                "amount DECIMAL(18,4), source_file STRING, ingested_at TIMESTAMP")
+
+
+def test_deduplicate_keeps_the_first_delivery(spark: SparkSession) -> None:
+    t = utc("2025-01-27T10:00:00")
+    first, later = utc("2025-01-27T11:00:00"), utc("2025-01-27T11:05:00")
+    events = spark.createDataFrame(
+        [("e1", "u1", "view", t, None, "b.json", later),
+         ("e1", "u1", "view", t, None, "a.json", first),
+         ("e2", "u2", "view", t, None, "a.json", first)],
+        EVENT_SCHEMA,
+    )
+    expected = spark.createDataFrame(
+        [("e1", "u1", "view", t, None, "a.json", first),
+         ("e2", "u2", "view", t, None, "a.json", first)],
+        EVENT_SCHEMA,
+    )
+    assertDataFrameEqual(events.transform(deduplicate_in_batch), expected)
+
+
+def test_remove_known_drops_events_already_in_silver(spark: SparkSession) -> None:
+    t = utc("2025-01-27T10:00:00")
+    events = spark.createDataFrame(
+        [("e1", "u1", "view", t, None, "a.json", t), ("e2", "u1", "view", t, None, "a.json", t)],
+        EVENT_SCHEMA,
+    )
+    known = spark.createDataFrame([("e1",), ("e7",)], "event_id STRING")
+    assert [r.event_id for r in events.transform(remove_known(known)).collect()] == ["e2"]
+
+
+CUSTOMER_SCHEMA = ("customer_id STRING, customer_name STRING, segment STRING, "
+                   "_corrupt_record STRING, source_file STRING, ingested_at TIMESTAMP")
+
+
+def test_latest_customers_takes_the_newest_well_formed_row(spark: SparkSession) -> None:
+    old, new = utc("2025-01-01T00:00:00"), utc("2025-01-02T00:00:00")
+    customers = spark.createDataFrame(
+        [("c1", "Ann", "smb", None, "1.csv", old),
+         ("c1", "Ann B.", "enterprise", None, "2.csv", new),
+         ("c2", "Bob", None, None, "1.csv", old),
+         (None, None, None, "garbage,line,,,", "1.csv", new),
+         ("c3", "Bad", "smb", "c3,Bad,smb,extra", "2.csv", new)],
+        CUSTOMER_SCHEMA,
+    )
+    expected = spark.createDataFrame(
+        [("c1", "Ann B.", "enterprise"), ("c2", "Bob", None)],
+        "customer_id STRING, customer_name STRING, segment STRING",
+    )
+    assertDataFrameEqual(customers.transform(latest_customers), expected)
+
+
+def test_enrichment_misses_get_the_unknown_segment(spark: SparkSession) -> None:
+    t = utc("2025-01-27T10:00:00")
+    events = spark.createDataFrame(
+        [("e1", "c1", "view", t, None, "a.json", t),
+         ("e2", "nobody", "view", t, None, "a.json", t),
+         ("e3", "c2", "purchase", t, Decimal("3.0000"), "a.json", t)],
+        EVENT_SCHEMA,
+    )
+    customers = spark.createDataFrame(
+        [("c1", "Ann", "smb"), ("c2", "Bob", None)],
+        "customer_id STRING, customer_name STRING, segment STRING",
+    )
+    expected = spark.createDataFrame(
+        [("e1", "c1", "view", t, None, "Ann", "smb", "a.json", t),
+         ("e2", "nobody", "view", t, None, None, "unknown", "a.json", t),
+         ("e3", "c2", "purchase", t, Decimal("3.0000"), "Bob", "unknown", "a.json", t)],
+        "event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, "
+        "amount DECIMAL(18,4), customer_name STRING, segment STRING, source_file STRING, "
+        "ingested_at TIMESTAMP",
+    )
+    assertDataFrameEqual(events.transform(enrich_with_customers(customers)), expected)
