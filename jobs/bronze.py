@@ -1,4 +1,6 @@
-"""spark-submit entry point of the bronze job: `spark-submit ... jobs/bronze.py [--env prod] [--trigger once]`.
+"""spark-submit entry point of the bronze job.
+
+``spark-submit ... jobs/bronze.py [--env prod] [--trigger once]``:
 
 Takes the same options as `medallion run bronze`; exits 0 when everything available was processed,
 1 when a table failed (the message names it), 2 on bad configuration.

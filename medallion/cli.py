@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     # what was given before it, hence SUPPRESS as their default there.
     common = argparse.ArgumentParser(add_help=False)
     _common(common, argparse.SUPPRESS)
-    parser = argparse.ArgumentParser(prog="medallion", description="A Medallion lakehouse on Spark and Delta.")
+    parser = argparse.ArgumentParser(prog="medallion",
+                                     description="A Medallion lakehouse on Spark and Delta.")
     _common(parser, None)
     commands = parser.add_subparsers(dest="command", required=True)
 

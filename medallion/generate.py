@@ -115,7 +115,7 @@ def generate_landing(landing: str | Path, spec: GenerateSpec, with_customers: bo
     lines = generate_event_lines(spec)
     per_file = max(1, -(-spec.events // spec.files))
     for part in range(spec.files):
-        chunk = [line for _, line in zip(range(per_file), lines)]
+        chunk = [line for _, line in zip(range(per_file), lines, strict=False)]
         if not chunk:
             break
         path = landing / "events" / f"{spec.burst}-{part:04d}.json"

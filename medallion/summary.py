@@ -20,10 +20,10 @@ def format_summary(runs: Sequence[TableRun]) -> str:
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(_COLUMNS, widths)))]
+                       for i, (c, w) in enumerate(zip(_COLUMNS, widths, strict=True)))]
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(row, widths))))
+                               for i, (v, w) in enumerate(zip(row, widths, strict=True))))
     lines += [f"note: {run.table}: {run.note}" for run in runs if run.note]
     return "\n".join(lines)

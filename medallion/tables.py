@@ -35,7 +35,9 @@ class TableSpec:
     @property
     def schema(self) -> StructType:
         """The schema as a ``StructType``."""
-        return StructType.fromDDL(self.schema_ddl)
+        schema = StructType.fromDDL(self.schema_ddl)
+        assert isinstance(schema, StructType)
+        return schema
 
     def path(self, settings: Settings) -> str:
         """Location of the table's Delta log and files."""

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -53,10 +54,13 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str) -> None:
     register_table(spark, spec, path)
 
 
-def _hadoop_path(spark: SparkSession, path: str):  # type: ignore[no-untyped-def]
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+def _jvm(spark: SparkSession) -> Any:
+    return spark.sparkContext._jvm
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    hadoop_path = _jvm(spark).org.apache.hadoop.fs.Path(path)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     return hadoop_path.getFileSystem(conf), hadoop_path
 
 
@@ -71,9 +75,8 @@ def read_text(spark: SparkSession, path: str) -> str:
     fs, hadoop_path = _hadoop_path(spark, path)
     stream = fs.open(hadoop_path)
     try:
-        reader = spark.sparkContext._jvm.java.io.BufferedReader(  # type: ignore[union-attr]
-            spark.sparkContext._jvm.java.io.InputStreamReader(stream, "UTF-8")  # type: ignore[union-attr]
-        )
+        io = _jvm(spark).java.io
+        reader = io.BufferedReader(io.InputStreamReader(stream, "UTF-8"))
         lines = []
         line = reader.readLine()
         while line is not None:

@@ -1,0 +1,121 @@
+"""Benchmark: each layer of the pipeline against plain Spark doing the minimal equivalent work.
+
+``make bench`` (or ``python -m tests.benchmarks.bench_pipeline --events 1000000``) generates the
+events, runs bronze, silver and gold with the available-now trigger, then the baselines on the
+same data in the same session, and prints rows per second and the ratio of each layer's time to
+its baseline's, plus the wall time of a run with no new data. Figures go to
+``bench-results/pipeline.json`` as well. Nothing here asserts on time: it measures.
+
+Baselines (batch, no streaming, no checkpoints, no quarantine or accounting):
+  bronze: read the JSON files as text, copy them to a Delta table;
+  silver: parse bronze with ``from_json``, drop rows without an id, ``dropDuplicates(event_id)``,
+          left-join the customers, write Delta;
+  gold:   the four aggregations over silver as batch ``groupBy``s, each written to Delta.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Settings, Trigger, load_settings
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.pipeline import Layer, run_pipeline
+from medallion.spark import build_session
+from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS
+
+EVENT_SCHEMA = "event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, amount DOUBLE"
+
+
+def baseline_bronze(spark: SparkSession, settings: Settings, out: str) -> None:
+    (spark.read.text(f"{settings.paths.landing}/events")
+     .withColumn("ingested_at", F.current_timestamp())
+     .write.format("delta").mode("overwrite").save(out))
+
+
+def baseline_silver(spark: SparkSession, settings: Settings, out: str) -> None:
+    customers = (spark.read.option("header", "true").csv(f"{settings.paths.landing}/customers")
+                 .dropDuplicates(["customer_id"]))
+    (spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
+     .select(F.from_json("raw", EVENT_SCHEMA).alias("e")).select("e.*")
+     .where(F.col("event_id").isNotNull())
+     .dropDuplicates(["event_id"])
+     .join(customers, F.col("user_id") == F.col("customer_id"), "left")
+     .write.format("delta").mode("overwrite").save(out))
+
+
+def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
+    silver = spark.read.format("delta").load(SILVER_EVENTS.path(settings)).cache()
+    aggregates = {
+        "counts": silver.groupBy(F.window("timestamp", "5 minutes"), "event_type")
+        .agg(F.count("*"), F.sum("amount")),
+        "sliding": silver.groupBy(F.window("timestamp", "10 minutes", "5 minutes"), "user_id")
+        .agg(F.count("*")),
+        "sessions": silver.groupBy(F.session_window("timestamp", "5 minutes"), "user_id")
+        .agg(F.count("*"), F.sum("amount")),
+        "revenue": silver.where("event_type = 'purchase'")
+        .groupBy(F.window("timestamp", "1 hour"), "segment").agg(F.count("*"), F.sum("amount")),
+    }
+    for name, frame in aggregates.items():
+        frame.write.format("delta").mode("overwrite").save(f"{out}/{name}")
+    silver.unpersist()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--out", default="bench-results")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="medallion-bench-") as tmp:
+        settings = load_settings(landing=f"{tmp}/landing", lakehouse=f"{tmp}/lakehouse")
+        began = time.perf_counter()
+        generate_landing(settings.paths.landing, GenerateSpec(
+            events=args.events, files=args.files, users=5000, burst="bench",
+            seconds_between_events=0.05))
+        print(f"generated {args.events} events in {time.perf_counter() - began:.1f}s")
+
+        spark = build_session(settings)
+        trigger = Trigger()
+        figures: dict[str, dict[str, float]] = {}
+        for layer, baseline in ((Layer.BRONZE, baseline_bronze), (Layer.SILVER, baseline_silver),
+                                (Layer.GOLD, baseline_gold)):
+            began = time.perf_counter()
+            runs = run_pipeline(spark, settings, layer, trigger)
+            seconds = time.perf_counter() - began
+            rows = max(run.rows_in for run in runs)
+            began = time.perf_counter()
+            baseline(spark, settings, f"{tmp}/base/{layer.value}")
+            base = time.perf_counter() - began
+            figures[layer.value] = {"rows": rows, "seconds": seconds, "rows_per_second": rows / seconds,
+                                    "baseline_seconds": base, "ratio_to_baseline": seconds / base}
+        began = time.perf_counter()
+        run_pipeline(spark, settings, Layer.ALL, trigger)
+        idle = time.perf_counter() - began
+        spark.stop()
+
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"\nmachine: {machine}; {args.events} events")
+    print(f"{'layer':<8}{'rows':>10}{'seconds':>10}{'rows/s':>11}{'baseline s':>12}{'ratio':>8}")
+    for layer, f in figures.items():
+        print(f"{layer:<8}{int(f['rows']):>10}{f['seconds']:>10.1f}{f['rows_per_second']:>11.0f}"
+              f"{f['baseline_seconds']:>12.1f}{f['ratio_to_baseline']:>7.2f}x")
+    print(f"run all with no new data: {idle:.1f}s wall")
+    Path(args.out).mkdir(exist_ok=True)
+    Path(args.out, "pipeline.json").write_text(json.dumps(
+        {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle},
+        indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
