@@ -123,8 +123,7 @@ def configure_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
-    from medallion.sinks.delta import CheckpointError
-    from medallion.streaming import JobError
+    from medallion.errors import JobError
 
     args = _parser().parse_args(argv)
     configure_logging(args.verbose)
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except (JobError, CheckpointError) as exc:
+    except JobError as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
 

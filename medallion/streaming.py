@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
+from medallion.errors import JobError
+
 log = logging.getLogger(__name__)
-
-
-class JobError(RuntimeError):
-    """A job failed; the message names the table and the cause."""
-
-    def __init__(self, table: str, cause: str) -> None:
-        super().__init__(f"{table}: {cause}")
-        self.table = table
 
 
 @dataclass
@@ -84,10 +79,24 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
     return runs
 
 
-def _cause(exc: StreamingQueryException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first[:2000]
+def _cause(exc: BaseException) -> str:
+    """The first meaningful line of an error: Spark's own messages put the cause first."""
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ", "JVM stacktrace")):
+            return line[:2000]
+    return type(exc).__name__
+
+
+@contextmanager
+def failing_as(table: str) -> Iterator[None]:
+    """Turn any error while setting up or starting ``table``'s query into a ``JobError``."""
+    try:
+        yield
+    except JobError:
+        raise
+    except Exception as exc:  # Spark's errors come as many types; each names its cause
+        raise JobError(table, _cause(exc)) from exc
 
 
 def serve(queries: list[RunningQuery]) -> list[TableRun]:

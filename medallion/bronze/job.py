@@ -18,7 +18,7 @@ from medallion.sinks.delta import (
     with_trigger,
 )
 from medallion.sources.files import read_customer_csv, read_json_lines
-from medallion.streaming import RunningQuery
+from medallion.streaming import RunningQuery, failing_as
 from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, TableSpec
 
 log = logging.getLogger(__name__)
@@ -30,33 +30,33 @@ INGESTIONS: tuple[tuple[TableSpec, str, Reader, Callable[[DataFrame], DataFrame]
 )
 
 
-def _rows_since(spark: SparkSession, path: str, version: int) -> Callable[[], int]:
-    return lambda: rows_written_since(spark, path, version)
+def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, spec: TableSpec,
+                     folder: str, read: Reader, shape: Callable[[DataFrame], DataFrame]) -> RunningQuery:
+    path = spec.path(settings)
+    ensure_table(spark, spec, path)
+    if not path_exists(spark, folder):
+        log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
+        return RunningQuery(spec.key, None, note=f"no landing folder {folder}")
+    checkpoint = spec.checkpoint(settings)
+    guard_checkpoint(spark, path, checkpoint, spec.key)
+    stream = read(spark, folder, settings.streaming.max_files_per_trigger).transform(shape)
+    writer = (
+        stream.writeStream.format("delta")
+        .outputMode("append")
+        .queryName(spec.key)
+        .option("checkpointLocation", checkpoint)
+    )
+    log.info("%s: ingesting %s", spec.key, folder)
+    before = table_version(spark, path)
+    query = with_trigger(writer, trigger).start(path)
+    return RunningQuery(spec.key, query, rows_out=lambda: rows_written_since(spark, path, before))
 
 
 def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start ingesting what is new in the landing zone; a missing landing folder is skipped."""
     queries: list[RunningQuery] = []
     for spec, source, read, shape in INGESTIONS:
-        folder = settings.landing_path(settings.sources[source])
-        path = spec.path(settings)
-        ensure_table(spark, spec, path)
-        if not path_exists(spark, folder):
-            log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
-            queries.append(RunningQuery(spec.key, None, note=f"no landing folder {folder}"))
-            continue
-        checkpoint = spec.checkpoint(settings)
-        guard_checkpoint(spark, path, checkpoint, spec.key)
-        stream = read(spark, folder, settings.streaming.max_files_per_trigger).transform(shape)
-        writer = (
-            stream.writeStream.format("delta")
-            .outputMode("append")
-            .queryName(spec.key)
-            .option("checkpointLocation", checkpoint)
-        )
-        log.info("%s: ingesting %s", spec.key, folder)
-        before = table_version(spark, path)
-        query = with_trigger(writer, trigger).start(path)
-        queries.append(RunningQuery(spec.key, query,
-                                    rows_out=_rows_since(spark, path, before)))
+        with failing_as(spec.key):
+            folder = settings.landing_path(settings.sources[source])
+            queries.append(_start_ingestion(spark, settings, trigger, spec, folder, read, shape))
     return queries

@@ -32,7 +32,7 @@ from medallion.sinks.delta import (
     with_trigger,
 )
 from medallion.sources.delta import read_table_stream
-from medallion.streaming import RunningQuery
+from medallion.streaming import RunningQuery, failing_as
 from medallion.tables import (
     GOLD_EVENT_COUNTS_5M,
     GOLD_SEGMENT_REVENUE_1H,
@@ -114,5 +114,10 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start bringing every gold table up to date with what is new in silver/events."""
-    ensure_table(spark, SILVER_EVENTS, SILVER_EVENTS.path(settings))
-    return [_start(spark, settings, trigger, gold) for gold in GOLD_AGGREGATES]
+    with failing_as(SILVER_EVENTS.key):
+        ensure_table(spark, SILVER_EVENTS, SILVER_EVENTS.path(settings))
+    started = []
+    for gold in GOLD_AGGREGATES:
+        with failing_as(gold.spec.key):
+            started.append(_start(spark, settings, trigger, gold))
+    return started

@@ -32,7 +32,7 @@ from medallion.sinks.delta import (
     with_trigger,
 )
 from medallion.sources.delta import read_table, read_table_stream
-from medallion.streaming import RunningQuery, TableRun
+from medallion.streaming import RunningQuery, TableRun, failing_as
 from medallion.tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
@@ -116,6 +116,11 @@ class SilverBatchWriter:
 
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start processing what is new in bronze/events into silver/events and its quarantine."""
+    with failing_as(SILVER_EVENTS.key):
+        return [_start_silver(spark, settings, trigger)]
+
+
+def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
     for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS):
         ensure_table(spark, spec, spec.path(settings))
@@ -130,5 +135,5 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
         .foreachBatch(writer),
         trigger,
     ).start()
-    return [RunningQuery(SILVER_EVENTS.key, query,
-                         rows_out=lambda: writer.rows_out, extra=writer.add_to)]
+    return RunningQuery(SILVER_EVENTS.key, query, rows_out=lambda: writer.rows_out,
+                        extra=writer.add_to)

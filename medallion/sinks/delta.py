@@ -21,16 +21,13 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import register_table
 from medallion.config import Trigger, TriggerKind
+from medallion.errors import CheckpointError
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing or does not belong to the table it would write."""
 
 
 def with_trigger(writer: DataStreamWriter, trigger: Trigger) -> DataStreamWriter:
@@ -102,10 +99,11 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
         return
     if table_version(spark, table_path) > 0:
         raise CheckpointError(
-                f"{table}: checkpoint {checkpoint} is missing but the table at {table_path} already "
-                "holds streamed data; starting over would process every input again. Restore the "
-                "checkpoint, or rebuild the table and everything downstream of it."
-            )
+            table,
+            f"checkpoint {checkpoint} is missing but the table at {table_path} already "
+            "holds streamed data; starting over would process every input again. Restore the "
+            "checkpoint, or rebuild the table and everything downstream of it.",
+        )
 
 
 def table_version(spark: SparkSession, path: str) -> int:

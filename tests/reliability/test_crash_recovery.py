@@ -15,9 +15,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
+from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.pipeline import Layer, run_pipeline
-from medallion.sinks.delta import CheckpointError
 from medallion.tables import SILVER_EVENTS
 from tests.conftest import REPO, make_settings
 from tests.lakehouse_views import snapshot
