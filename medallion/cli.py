@@ -71,7 +71,8 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
     spec = GenerateSpec(events=args.events, files=args.files, users=args.users, seed=args.seed,
                         burst=args.burst, start=start)
     written = generate_landing(settings.paths.landing, spec, with_customers=not args.no_customers)
-    print(f"wrote {args.events} events in {len(written)} files under {settings.paths.landing}")
+    events = sum(1 for path in written if path.suffix == ".json")
+    print(f"wrote {args.events} events in {events} files under {settings.paths.landing}")
     return 0
 
 
