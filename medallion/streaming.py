@@ -46,6 +46,9 @@ class RunningQuery:
     started: float = field(default_factory=time.monotonic)
     rows_out: Callable[[], int] | None = None
     extra: Callable[[TableRun], None] | None = None
+    # What stopped the query, when the writer knows better than the engine's error text (say, a
+    # failed quality gate: the table, the expectation and what was observed).
+    cause: Callable[[], str | None] | None = None
 
 
 def _summarise(running: RunningQuery) -> TableRun:
@@ -74,7 +77,7 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
                 if running.query is not None:
                     running.query.awaitTermination()
             except StreamingQueryException as exc:
-                raise JobError(running.table, _cause(exc)) from exc
+                raise JobError(running.table, _cause(exc, running)) from exc
             runs.append(_summarise(running))
             log.info("%s: done %s", running.table, runs[-1])
     finally:
@@ -84,7 +87,10 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
     return runs
 
 
-def _cause(exc: StreamingQueryException) -> str:
+def _cause(exc: StreamingQueryException, running: RunningQuery | None = None) -> str:
+    known = running.cause() if running is not None and running.cause is not None else None
+    if known:
+        return known
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     return first[:2000]
@@ -101,7 +107,7 @@ def serve(queries: list[RunningQuery]) -> list[TableRun]:
                     if running.query.awaitTermination(timeout=5):
                         return [_summarise(each) for each in queries]
                 except StreamingQueryException as exc:
-                    raise JobError(running.table, _cause(exc)) from exc
+                    raise JobError(running.table, _cause(exc, running)) from exc
         return [_summarise(each) for each in queries]
     finally:
         for running in active:
