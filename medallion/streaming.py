@@ -33,6 +33,7 @@ class TableRun:
     duplicates_removed: int = 0
     late_rows_dropped: int = 0
     seconds: float = 0.0
+    gate_seconds: float = 0.0  # time spent in the table's quality gate
     note: str = ""
 
 

@@ -81,8 +81,9 @@ class ExpectationSpec:
     expectation_type: str
     kwargs: Mapping[str, Any]
     severity: Severity
-    source: str = "defaults"
+    source: str = "defaults"  # the file that declared the expectation type
     description: str = ""
+    kwargs_source: str = "defaults"  # the file the arguments came from
 
     @property
     def row_level(self) -> bool:
@@ -116,13 +117,13 @@ def build_expectation(spec: ExpectationSpec) -> Any:
 
 def _check_with_gx(spec: ExpectationSpec, key: str) -> None:
     if "row_condition" in spec.kwargs or "condition_parser" in spec.kwargs:
-        raise ConfigError(f"{key}.kwargs.row_condition", spec.source,
+        raise ConfigError(f"{key}.kwargs.row_condition", spec.kwargs_source,
                           "row conditions are not supported by the gate; use a narrower column")
     try:
         build_expectation(spec)
     except Exception as exc:  # pydantic's errors: each line names an argument and the problem
         problem = " ".join(str(exc).split())
-        raise ConfigError(f"{key}.kwargs", spec.source,
+        raise ConfigError(f"{key}.kwargs", spec.kwargs_source,
                           f"not valid for {spec.expectation_type}: {problem}") from None
 
 
@@ -211,4 +212,4 @@ def _parse_entry(table: str, name: str, entry: Any, key: str,
         raise ConfigError(f"{key}.description", origin(f"{key}.description"), "must be text")
     return ExpectationSpec(table=table, name=name, expectation_type=kind, kwargs=dict(kwargs),
                            severity=severity, source=origin(f"{key}.expectation"),
-                           description=description)
+                           description=description, kwargs_source=origin(f"{key}.kwargs"))

@@ -128,6 +128,7 @@ class SilverBatchWriter:
         """Copy the batch counters into the run summary."""
         run.quarantined = self.quarantined
         run.duplicates_removed = self.duplicates_removed
+        run.gate_seconds = self.gate.seconds if self.gate else 0.0
 
 
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
