@@ -207,9 +207,13 @@ def _parse_entry(table: str, name: str, entry: Any, key: str,
     kwargs = entry.get("kwargs", {}) or {}
     if not isinstance(kwargs, Mapping):
         raise ConfigError(f"{key}.kwargs", origin(f"{key}.kwargs"), "must be a mapping")
+    # An overlay may change one argument: the file to name is the one that changed it last.
+    kwargs_origin = origin(f"{key}.kwargs")
+    changed = [origin(f"{key}.kwargs.{arg}") for arg in kwargs]
+    kwargs_source = next((o for o in reversed(changed) if o != kwargs_origin), kwargs_origin)
     description = entry.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{key}.description", origin(f"{key}.description"), "must be text")
     return ExpectationSpec(table=table, name=name, expectation_type=kind, kwargs=dict(kwargs),
                            severity=severity, source=origin(f"{key}.expectation"),
-                           description=description, kwargs_source=origin(f"{key}.kwargs"))
+                           description=description, kwargs_source=kwargs_source)

@@ -125,3 +125,12 @@ def test_same_verdicts_as_great_expectations_spark_validation(batch: DataFrame) 
             if key in reference.result:
                 expected = convert_to_json_serializable(reference.result[key])
                 assert mine.result_json["result"].get(key) == expected, (mine.spec.name, key)
+
+
+def test_an_empty_batch_fails_only_row_count_expectations(spark: SparkSession) -> None:
+    empty = spark.createDataFrame([], SCHEMA)
+    results = {r.spec.name: r.success for r in evaluate_batch(empty, SPECS).results}
+    assert [name for name, success in results.items() if not success] == ["rows"]  # min 1
+    low = _spec("some_rows", "expect_table_row_count_to_be_between", min_value=1)
+    (result,) = evaluate_batch(empty, (low,)).results
+    assert (result.success, result.observed) == (False, "observed 0")
