@@ -90,14 +90,12 @@ class SilverBatchWriter:
                 query_id = self.query_id(spark)
                 app_id = f"medallion-{SILVER_EVENTS.key}-{query_id}"
                 to_silver, to_quarantine = new_events, parsed.transform(select_quarantined)
-                if self.gate is None:
-                    rows_out = new_events.count()
-                    duplicates = rows_in - quarantined - rows_out
-                else:
+                rows_out = new_events.count()  # fills the cache the gate and the writes read
+                duplicates = rows_in - quarantined - rows_out
+                if self.gate is not None:
                     # Before anything is written: a failed `fail` expectation raises here.
                     outcome = self.gate.check(new_events, batch_id, app_id, query_id)
-                    duplicates = rows_in - quarantined - outcome.row_count
-                    rows_out = outcome.row_count - outcome.dropped_count
+                    rows_out -= outcome.dropped_count
                     quarantined += outcome.dropped_count
                     to_silver = outcome.kept()
                     rejected = outcome.dropped()
