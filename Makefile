@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench clean
+.PHONY: help setup run test test-unit lint bench bench-quality clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ lint: setup ## ruff and mypy
 
 bench: setup ## benchmark each layer on 1M generated events against plain Spark
 	$(BIN)/python -m tests.benchmarks.bench_pipeline
+
+bench-quality: setup ## silver with and without the quality gate on 1M events (EVENTS=100000 for a quick run)
+	$(BIN)/python -m tests.benchmarks.bench_quality --events $(or $(EVENTS),1000000)
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

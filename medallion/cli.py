@@ -56,6 +56,14 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
     show.add_argument("--limit", type=int, default=20)
+
+    quality = commands.add_parser("quality", parents=[common],
+                                  help="summarise recent data-quality results per table")
+    quality.add_argument("--table", help="only this table (layer/name)")
+    quality.add_argument("--batches", type=int, default=20,
+                         help="how many recent checked batches per table (default 20)")
+    quality.add_argument("--docs", metavar="DIR",
+                         help="also build Great Expectations Data Docs pages into DIR")
     return parser
 
 
@@ -110,7 +118,25 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show}
+def _quality(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.quality.results import build_data_docs, format_summary, summarise
+    from medallion.sinks.delta import table_version
+    from medallion.spark import build_session
+    from medallion.tables import QUALITY_RESULTS
+
+    spark = build_session(settings)
+    path = QUALITY_RESULTS.path(settings)
+    if table_version(spark, path) < 0:
+        print(f"no quality results yet ({path} does not exist)")
+        return 0
+    print(format_summary(summarise(spark, path, batches=args.batches, table=args.table)))
+    if args.docs:
+        written = build_data_docs(spark, path, args.docs, batches=args.batches, table=args.table)
+        print(f"Data Docs: {len(written) - 1} validation pages, index at {written[-1]}")
+    return 0
+
+
+COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show, "quality": _quality}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -120,6 +146,8 @@ def configure_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Great Expectations logs each parsed suite parameter at INFO; job logs keep its warnings.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
+        if args.command == "run":
+            from medallion.quality.spec import check_expectations
+
+            check_expectations(settings.quality)
     except ConfigError as exc:
         print(f"medallion: {exc}", file=sys.stderr)
         return 2

@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from medallion.quality.spec import QualitySettings
 
 ENV_VAR_ENV = "MEDALLION_ENV"
 ENV_VAR_CONF_DIR = "MEDALLION_CONF_DIR"
@@ -114,6 +117,7 @@ class Settings:
     spark: SparkSettings
     streaming: StreamingSettings
     sources: Mapping[str, str]
+    quality: QualitySettings = field(default_factory=lambda: _default_quality())
 
     def table_path(self, layer: str, table: str) -> str:
         """Path of a Delta table: ``<lakehouse>/<layer>/<table>``."""
@@ -126,6 +130,12 @@ class Settings:
     def landing_path(self, entity: str) -> str:
         """Folder of the landing zone that holds one entity's files."""
         return f"{self.paths.landing}/{entity}"
+
+
+def _default_quality() -> QualitySettings:
+    from medallion.quality.spec import QualitySettings
+
+    return QualitySettings()
 
 
 def parse_duration_seconds(text: str, key: str, source: str) -> int:
@@ -256,9 +266,10 @@ def load_settings(
 
     reader = _Reader(tree, source)
     for key in tree:
-        if key not in {"paths", "spark", "streaming", "sources"}:
+        if key not in {"paths", "spark", "streaming", "sources", "quality"}:
             raise ConfigError(key, source.of(key),
-                              "unknown top-level key (known: paths, spark, streaming, sources)")
+                              "unknown top-level key (known: paths, spark, streaming, sources, "
+                              "quality)")
 
     paths_section = reader.section("paths", {"landing", "lakehouse"})
     paths = Paths(
@@ -312,4 +323,8 @@ def load_settings(
         "events": reader.string(sources_section, "sources.events", "events"),
         "customers": reader.string(sources_section, "sources.customers", "customers"),
     }
-    return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources)
+    from medallion.quality.spec import parse_quality
+
+    quality = parse_quality(tree, source.of)
+    return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
+                    quality=quality)

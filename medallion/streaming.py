@@ -28,6 +28,7 @@ class TableRun:
     duplicates_removed: int = 0
     late_rows_dropped: int = 0
     seconds: float = 0.0
+    gate_seconds: float = 0.0  # time spent in the table's quality gate
     note: str = ""
 
 
@@ -41,6 +42,9 @@ class RunningQuery:
     started: float = field(default_factory=time.monotonic)
     rows_out: Callable[[], int] | None = None
     extra: Callable[[TableRun], None] | None = None
+    # What stopped the query, when the writer knows better than the engine's error text (say, a
+    # failed quality gate: the table, the expectation and what was observed).
+    cause: Callable[[], str | None] | None = None
 
 
 def _summarise(running: RunningQuery) -> TableRun:
@@ -69,7 +73,7 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
                 if running.query is not None:
                     running.query.awaitTermination()
             except StreamingQueryException as exc:
-                raise JobError(running.table, _cause(exc)) from exc
+                raise JobError(running.table, _cause(exc, running)) from exc
             runs.append(_summarise(running))
             log.info("%s: done %s", running.table, runs[-1])
     finally:
@@ -79,8 +83,12 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
     return runs
 
 
-def _cause(exc: BaseException) -> str:
-    """The first meaningful line of an error: Spark's own messages put the cause first."""
+def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
+    """Why a query failed: what its writer recorded (a quality gate names the expectation and
+    what it observed), else the first meaningful line of the error (Spark puts the cause first)."""
+    known = running.cause() if running is not None and running.cause is not None else None
+    if known:
+        return known
     for line in str(exc).splitlines():
         line = line.strip()
         if line and not line.startswith(("Traceback", "File ", "JVM stacktrace")):
@@ -110,7 +118,7 @@ def serve(queries: list[RunningQuery]) -> list[TableRun]:
                     if running.query.awaitTermination(timeout=5):
                         return [_summarise(each) for each in queries]
                 except StreamingQueryException as exc:
-                    raise JobError(running.table, _cause(exc)) from exc
+                    raise JobError(running.table, _cause(exc, running)) from exc
         return [_summarise(each) for each in queries]
     finally:
         for running in active:

@@ -100,12 +100,35 @@ SILVER_BATCH_METRICS = TableSpec(
     "What each silver micro-batch did: rows read, quarantined, duplicates removed, rows written.",
     folder="_monitoring",
 )
+QUALITY_RESULTS = TableSpec(
+    "quality", "results",
+    "run_id STRING, query_id STRING, batch_id BIGINT, table STRING, expectation STRING, "
+    "expectation_type STRING, severity STRING, success BOOLEAN, unexpected_count BIGINT, "
+    "element_count BIGINT, observed_value STRING, result_json STRING, validated_at TIMESTAMP",
+    "Every expectation checked on every micro-batch: what was observed, and whether it passed.",
+)
 
 ALL_TABLES: tuple[TableSpec, ...] = (
     BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
     GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS, GOLD_SEGMENT_REVENUE_1H,
-    SILVER_BATCH_METRICS,
+    SILVER_BATCH_METRICS, QUALITY_RESULTS,
 )
+
+
+def quarantine_of(spec: TableSpec) -> TableSpec:
+    """Where rows a quality gate drops from ``spec`` go: ``<layer>/<name>_quarantine``.
+
+    ``silver/events`` has its own (shared with parsing); other tables get the table's columns plus
+    the ``reasons`` (names of the failed expectations) and when the row was quarantined.
+    """
+    if spec == SILVER_EVENTS:
+        return SILVER_QUARANTINE
+    return TableSpec(
+        spec.layer, f"{spec.name}_quarantine",
+        f"{spec.schema_ddl}, reasons ARRAY<STRING>, quarantined_at TIMESTAMP",
+        f"Rows of {spec.key} that a quality gate dropped, with the expectations they failed.",
+        folder=spec.folder,
+    )
 
 
 def find_table(name: str) -> TableSpec:

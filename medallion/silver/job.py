@@ -15,11 +15,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger
+from medallion.quality.gate import QualityGate
 from medallion.silver.transforms import (
     deduplicate_in_batch,
     enrich_with_customers,
     latest_customers,
     parse_events,
+    quarantine_rejected,
     remove_known,
     select_quarantined,
     select_valid,
@@ -36,6 +38,7 @@ from medallion.streaming import RunningQuery, TableRun, failing_as
 from medallion.tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
+    QUALITY_RESULTS,
     SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
@@ -53,6 +56,7 @@ class SilverBatchWriter:
     quarantined: int = 0
     duplicates_removed: int = 0
     rows_out: int = 0
+    gate: QualityGate | None = None  # the data-quality gate between bronze and silver
     _query_id: str | None = field(default=None, repr=False)
 
     def query_id(self, spark: SparkSession) -> str:
@@ -83,10 +87,21 @@ class SilverBatchWriter:
                 .persist()
             )
             try:
-                rows_out = new_events.count()
-                duplicates = rows_in - quarantined - rows_out
                 query_id = self.query_id(spark)
                 app_id = f"medallion-{SILVER_EVENTS.key}-{query_id}"
+                to_silver, to_quarantine = new_events, parsed.transform(select_quarantined)
+                rows_out = new_events.count()  # fills the cache the gate and the writes read
+                duplicates = rows_in - quarantined - rows_out
+                if self.gate is not None:
+                    # Before anything is written: a failed `fail` expectation raises here.
+                    outcome = self.gate.check(new_events, batch_id, app_id, query_id)
+                    rows_out -= outcome.dropped_count
+                    quarantined += outcome.dropped_count
+                    to_silver = outcome.kept()
+                    rejected = outcome.dropped()
+                    if rejected is not None:
+                        to_quarantine = to_quarantine.unionByName(
+                            rejected.transform(quarantine_rejected(parsed)))
                 # The metrics row goes first: on a replay, silver is unchanged until its own write
                 # commits, so recomputed counts are the same, and a committed write is skipped.
                 metrics = spark.createDataFrame(
@@ -95,9 +110,8 @@ class SilverBatchWriter:
                     "quarantined BIGINT, duplicates_removed BIGINT, rows_out BIGINT",
                 ).withColumn("recorded_at", F.current_timestamp())
                 append_batch(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
-                append_batch(parsed.transform(select_quarantined),
-                             SILVER_QUARANTINE.path(settings), app_id, batch_id)
-                append_batch(new_events, SILVER_EVENTS.path(settings), app_id, batch_id)
+                append_batch(to_quarantine, SILVER_QUARANTINE.path(settings), app_id, batch_id)
+                append_batch(to_silver, SILVER_EVENTS.path(settings), app_id, batch_id)
             finally:
                 new_events.unpersist()
         finally:
@@ -112,6 +126,7 @@ class SilverBatchWriter:
         """Copy the batch counters into the run summary."""
         run.quarantined = self.quarantined
         run.duplicates_removed = self.duplicates_removed
+        run.gate_seconds = self.gate.seconds if self.gate else 0.0
 
 
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
@@ -122,11 +137,14 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
 
 def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
     for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
-                 SILVER_BATCH_METRICS):
+                 SILVER_BATCH_METRICS, QUALITY_RESULTS):
         ensure_table(spark, spec, spec.path(settings))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
-    writer = SilverBatchWriter(settings, checkpoint)
+    expectations = settings.quality.for_table(SILVER_EVENTS.key)
+    gate = QualityGate(SILVER_EVENTS, expectations,
+                       QUALITY_RESULTS.path(settings)) if expectations else None
+    writer = SilverBatchWriter(settings, checkpoint, gate=gate)
     stream = read_table_stream(spark, BRONZE_EVENTS.path(settings),
                                settings.streaming.max_files_per_trigger)
     query = with_trigger(
@@ -136,4 +154,4 @@ def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> 
         trigger,
     ).start()
     return RunningQuery(SILVER_EVENTS.key, query, rows_out=lambda: writer.rows_out,
-                        extra=writer.add_to)
+                        extra=writer.add_to, cause=lambda: gate.failure if gate else None)

@@ -127,6 +127,25 @@ def select_quarantined(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.size("reasons") > 0).select(*SILVER_QUARANTINE.schema.fieldNames())
 
 
+def quarantine_rejected(parsed: DataFrame) -> Callable[[DataFrame], DataFrame]:
+    """Valid events a quality gate rejected (silver columns plus ``reasons``), as quarantine rows.
+
+    The raw line comes back from ``parsed`` (the batch as parsed), matched on the event's id, file
+    and ingestion time, so the quarantine keeps what arrived, not a re-serialised copy.
+    """
+
+    def transform(rejected: DataFrame) -> DataFrame:
+        keys = ["event_id", "source_file", "ingested_at"]
+        raw = parsed.where(F.size("reasons") == 0).select(*keys, "raw").dropDuplicates(keys)
+        return (
+            rejected.select(*keys, "reasons")
+            .join(raw, on=keys, how="left")
+            .select(*SILVER_QUARANTINE.schema.fieldNames())
+        )
+
+    return transform
+
+
 def deduplicate_in_batch(events: DataFrame) -> DataFrame:
     """One row per ``event_id``: the first delivered (by ingestion time, then file)."""
     first = Window.partitionBy("event_id").orderBy("ingested_at", "source_file", "timestamp")
