@@ -56,13 +56,14 @@ def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
     silver = spark.read.format("delta").load(SILVER_EVENTS.path(settings)).cache()
     aggregates = {
         "counts": silver.groupBy(F.window("timestamp", "5 minutes"), "event_type")
-        .agg(F.count("*"), F.sum("amount")),
+        .agg(F.count("*").alias("n"), F.sum("amount").alias("total")),
         "sliding": silver.groupBy(F.window("timestamp", "10 minutes", "5 minutes"), "user_id")
-        .agg(F.count("*")),
+        .agg(F.count("*").alias("n")),
         "sessions": silver.groupBy(F.session_window("timestamp", "5 minutes"), "user_id")
-        .agg(F.count("*"), F.sum("amount")),
+        .agg(F.count("*").alias("n"), F.sum("amount").alias("total")),
         "revenue": silver.where("event_type = 'purchase'")
-        .groupBy(F.window("timestamp", "1 hour"), "segment").agg(F.count("*"), F.sum("amount")),
+        .groupBy(F.window("timestamp", "1 hour"), "segment")
+        .agg(F.count("*").alias("n"), F.sum("amount").alias("total")),
     }
     for name, frame in aggregates.items():
         frame.write.format("delta").mode("overwrite").save(f"{out}/{name}")
@@ -98,6 +99,7 @@ def main() -> int:
             base = time.perf_counter() - began
             figures[layer.value] = {"rows": rows, "seconds": seconds, "rows_per_second": rows / seconds,
                                     "baseline_seconds": base, "ratio_to_baseline": seconds / base}
+            print(f"{layer.value}: {figures[layer.value]}", flush=True)
         began = time.perf_counter()
         run_pipeline(spark, settings, Layer.ALL, trigger)
         idle = time.perf_counter() - began
