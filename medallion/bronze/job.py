@@ -40,7 +40,7 @@ def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     for spec, source, read, shape in INGESTIONS:
         folder = settings.landing_path(settings.sources[source])
         path = spec.path(settings)
-        ensure_table(spark, spec, path)
+        ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
         if not path_exists(spark, folder):
             log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
             queries.append(RunningQuery(spec.key, None, note=f"no landing folder {folder}"))

@@ -97,7 +97,7 @@ class UpsertWriter:
 def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
            gold: GoldAggregate) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
-    ensure_table(spark, spec, path)
+    ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
     guard_checkpoint(spark, path, checkpoint, spec.key)
     aggregated = read_table_stream(
         spark, SILVER_EVENTS.path(settings), settings.streaming.max_files_per_trigger
@@ -114,5 +114,6 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start bringing every gold table up to date with what is new in silver/events."""
-    ensure_table(spark, SILVER_EVENTS, SILVER_EVENTS.path(settings))
+    ensure_table(spark, SILVER_EVENTS, SILVER_EVENTS.path(settings),
+                 settings.catalog.tables.get(SILVER_EVENTS.qualified_name))
     return [_start(spark, settings, trigger, gold) for gold in GOLD_AGGREGATES]

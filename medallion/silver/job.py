@@ -118,7 +118,8 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     """Start processing what is new in bronze/events into silver/events and its quarantine."""
     for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS):
-        ensure_table(spark, spec, spec.path(settings))
+        ensure_table(spark, spec, spec.path(settings),
+                     settings.catalog.tables.get(spec.qualified_name))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
     writer = SilverBatchWriter(settings, checkpoint)
