@@ -412,7 +412,7 @@ def _choice(reader: _Reader, section: Mapping[str, Any], key: str, enum: type[En
     try:
         return enum(value)
     except ValueError:
-        choices = ", ".join(str(e.value) for e in enum)  # type: ignore[attr-defined]
+        choices = ", ".join(str(e.value) for e in enum)
         raise ConfigError(key, reader.source.of(key),
                           f"{value!r} is not one of {choices}") from None
 
@@ -461,7 +461,8 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
         allowed = column_names(known[name])
         for column in columns:
             if column not in allowed:
-                raise ConfigError(f"{key}.columns.{column}", reader.source.of(f"{key}.columns"),
+                raise ConfigError(f"{key}.columns.{column}",
+                                  reader.source.of(f"{key}.columns.{column}"),
                                   f"no such column (columns: {', '.join(allowed)})")
         tables[name] = TableDoc(
             comment=_optional_string(reader, doc_section, f"{key}.comment"),
@@ -496,9 +497,10 @@ def _thrift_settings(reader: _Reader) -> ThriftSettings:
                           f"must be a TCP port, or 0 for a free one, got {port!r}")
     auth = _choice(reader, section, "thrift.auth", ThriftAuth, ThriftAuth.NONE)
     if auth in (ThriftAuth.NONE, ThriftAuth.NOSASL) and host not in LOOPBACK_HOSTS:
-        raise ConfigError("thrift.auth", reader.source.of("thrift.auth"),
-                          f"authentication {auth.value!r} is allowed on loopback only, but "
-                          f"thrift.host is {host!r}; use ldap or kerberos")
+        raise ConfigError("thrift.host", reader.source.of("thrift.host"),
+                          f"{host!r} is not loopback, and thrift.auth {auth.value!r} (from "
+                          f"{reader.source.of('thrift.auth')}) is allowed on loopback only; "
+                          "set thrift.auth to ldap or kerberos")
     settings = ThriftSettings(
         host=host, port=port, auth=auth,
         ldap_url=_optional_string(reader, section, "thrift.ldap_url"),

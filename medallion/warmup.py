@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jars = spark.sparkContext.getConf().get("spark.jars") or ""
         spark.stop()
     if args.jars_file:
-        paths = [jar.removeprefix("file://").removeprefix("file:") for jar in jars.split(",") if jar]
+        paths = [j.removeprefix("file://").removeprefix("file:") for j in jars.split(",") if j]
         Path(args.jars_file).write_text("\n".join(paths) + "\n", encoding="utf-8")
     print("JVM packages ready")
     return 0
