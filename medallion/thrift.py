@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from medallion.config import Settings, ThriftAuth
@@ -95,6 +95,29 @@ def server_conf(settings: Settings, port: int) -> dict[str, str]:
     return conf
 
 
+def thriftserver_packages() -> tuple[str, ...]:
+    """Maven coordinates of the Thrift server's jars when the installed pyspark lacks them.
+
+    pyspark's wheel ships ``spark-hive`` and ``spark-hive-thriftserver`` today (4.0.x); should a
+    build leave them out, they are resolved from Maven Central at the installed pyspark version.
+    """
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    wanted = ("spark-hive_2.13", "spark-hive-thriftserver_2.13")
+    missing = [name for name in wanted if not any(jars.glob(f"{name}-*.jar"))]
+    return tuple(f"org.apache.spark:{name}:{pyspark.__version__}" for name in missing)
+
+
+def with_thriftserver_packages(settings: Settings) -> Settings:
+    """``settings`` plus the Thrift server's jars in ``spark.packages`` if pyspark lacks them."""
+    extra = tuple(p for p in thriftserver_packages() if p not in settings.spark.packages)
+    if not extra:
+        return settings
+    packages = settings.spark.packages + extra
+    return replace(settings, spark=replace(settings.spark, packages=packages))
+
+
 def package_jars(settings: Settings) -> list[str]:
     """Local paths of the jars ``spark.jars.packages`` resolves to (cached per package list)."""
     from medallion.spark import delta_packages
@@ -107,7 +130,8 @@ def package_jars(settings: Settings) -> list[str]:
         if jars and all(Path(jar).is_file() for jar in jars):
             return jars
     log.info("resolving %s to local jars", packages)
-    subprocess.run([sys.executable, "-m", "medallion.warmup", "--jars-file", str(cache)],
+    subprocess.run([sys.executable, "-m", "medallion.warmup", "--jars-file", str(cache),
+                    *[arg for p in settings.spark.packages for arg in ("--package", p)]],
                    check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "MEDALLION_ENV": settings.env})
     return cache.read_text(encoding="utf-8").split()
@@ -134,6 +158,7 @@ def serve(settings: Settings, port: int | None = None) -> int:
     """Run the server in this process until SIGTERM or SIGINT; return the exit status."""
     from medallion.spark import build_session
 
+    settings = with_thriftserver_packages(settings)
     chosen = port or settings.thrift.port or free_port(settings.thrift.host)
     # Client sessions run on threads whose class loader is Hive's (the application class path):
     # the jars of spark.jars.packages must be on the driver's class path itself, or a session

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from medallion.config import load_settings
@@ -21,9 +22,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Start one session with the configured packages, then stop it."""
     parser = argparse.ArgumentParser(prog="python -m medallion.warmup")
     parser.add_argument("--jars-file", help="write the resolved jars' paths to this file")
+    parser.add_argument("--package", action="append", default=[],
+                        help="Maven coordinates to resolve besides the configured ones")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(landing=f"{tmp}/landing", lakehouse=f"{tmp}/lakehouse")
+        packages = tuple(dict.fromkeys([*settings.spark.packages, *args.package]))
+        settings = replace(settings, spark=replace(settings.spark, packages=packages))
         spark = build_session(settings, register_tables=False)
         spark.range(1).collect()
         jars = spark.sparkContext.getConf().get("spark.jars") or ""
