@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import logging
+import os
+import re
+import time
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -22,7 +26,7 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from medallion.config import Settings, TableDoc, ViewSpec
-from medallion.tables import ALL_TABLES, TableSpec
+from medallion.tables import ALL_TABLES, TableSpec, known_tables
 
 log = logging.getLogger(__name__)
 
@@ -31,30 +35,54 @@ class CatalogBusyError(RuntimeError):
     """The embedded metastore is open in another process (Derby allows one at a time)."""
 
 
-def check_catalog_free(derby_dir: str) -> None:
-    """Fail with a clear message when another process has the embedded metastore open.
-
-    Derby holds an exclusive lock on ``dbex.lck`` while a JVM has the database booted. It is
-    checked only before this process starts its own JVM (which would hold the lock itself).
-    """
-    from pyspark import SparkContext
-
-    lock_file = Path(derby_dir) / "dbex.lck"
-    if SparkContext._active_spark_context is not None or not lock_file.exists():
-        return
+def _locked(lock_file: Path) -> bool:
+    """Whether another process holds Derby's exclusive lock on ``lock_file``."""
     with open(lock_file, "rb+") as handle:
         try:
             fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
+            return True
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _thrift_server_alive(derby_dir: str) -> bool:
+    state = Path(derby_dir).parent / "thrift" / "server.json"
+    try:
+        os.kill(int(json.loads(state.read_text(encoding="utf-8"))["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return False
+    return True
+
+
+def check_catalog_free(derby_dir: str, wait_seconds: float = 90.0) -> None:
+    """Fail with a clear message when another process has the embedded metastore open.
+
+    Derby holds an exclusive lock on ``dbex.lck`` while a JVM has the database booted. The JVM of
+    a command that just finished can hold it for a few seconds more while it shuts down, so this
+    waits up to ``wait_seconds`` for it (not when a Thrift server holds it: that one stays).
+    Checked only before this process starts its own JVM, which would hold the lock itself.
+    """
+    from pyspark import SparkContext
+
+    lock_file = Path(derby_dir) / "dbex.lck"
+    if SparkContext._active_spark_context is not None or not lock_file.exists():
+        return
+    deadline = time.monotonic() + wait_seconds
+    waited = False
+    while _locked(lock_file):
+        if _thrift_server_alive(derby_dir) or time.monotonic() > deadline:
             raise CatalogBusyError(
                 f"the embedded metastore {derby_dir} is open in another process (a running "
-                "pipeline, SQL shell or Thrift server: `make thrift-down` stops the server). Derby "
-                "allows one process at a time; configure catalog.metastore: external to share "
-                "the catalog between processes."
-            ) from None
-        fcntl.lockf(handle, fcntl.LOCK_UN)
+                "pipeline, SQL shell or Thrift server: `make thrift-down` stops the server). "
+                "Derby allows one process at a time; configure catalog.metastore: external to "
+                "share the catalog between processes.")
+        if not waited:
+            log.info("waiting for another process to release the embedded metastore %s", derby_dir)
+            waited = True
+        time.sleep(1.0)
 
 
 def _same_location(registered: str, path: str) -> bool:
@@ -172,6 +200,11 @@ def prepare_catalog(spark: SparkSession, settings: Settings) -> list[str]:
     registered = register_tables(spark, settings, with_comments=True)
     views = []
     for view in settings.catalog.views:
+        waiting = [name for name in known_tables() if name not in registered
+                   and re.search(rf"\b{re.escape(name)}\b", view.sql, re.IGNORECASE)]
+        if waiting:
+            log.info("view %s waits for its tables: %s", view.name, ", ".join(waiting))
+            continue
         try:
             create_view(spark, view)
             views.append(view.name)

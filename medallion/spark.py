@@ -82,6 +82,24 @@ def session_conf(settings: Settings) -> dict[str, str]:
     }
 
 
+# Warnings the Hive metastore logs on every Delta table it is given, none of them a fault: Delta
+# tables have no Hive SerDe (Spark keeps them in its own format), lookups of `delta`.`<path>`
+# names miss, and a fresh Derby database has no version recorded.
+_HARMLESS_METASTORE_LOGGERS = (
+    "org.apache.hadoop.hive.metastore.ObjectStore",
+    "org.apache.spark.sql.hive.HiveExternalCatalog",
+    "org.apache.hadoop.hive.conf.HiveConf",
+)
+
+
+def _quiet_metastore_warnings(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.ERROR  # type: ignore[union-attr]
+    for name in _HARMLESS_METASTORE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(  # type: ignore[union-attr]
+            name, level)
+
+
 def build_session(settings: Settings, register_tables: bool = True,
                   extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
@@ -109,6 +127,9 @@ def build_session(settings: Settings, register_tables: bool = True,
         # log beside its database instead of in the working directory.
         spark.sparkContext._jvm.java.lang.System.setProperty(  # type: ignore[union-attr]
             "derby.stream.error.file", f"{settings.catalog_dir()}/derby.log")
+    if settings.catalog.metastore is not Metastore.IN_MEMORY and settings.spark.log_level in (
+            "WARN", "ERROR", "FATAL", "OFF"):
+        _quiet_metastore_warnings(spark)
     log.info("spark %s session ready (master %s, catalog %s)", spark.version,
              spark.sparkContext.master, settings.catalog.metastore.value)
     if register_tables:
