@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench bench-quality clean
+.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,15 @@ bench: setup ## benchmark each layer on 1M generated events against plain Spark
 
 bench-quality: setup ## silver with and without the quality gate on 1M events (EVENTS=100000 for a quick run)
 	$(BIN)/python -m tests.benchmarks.bench_quality --events $(or $(EVENTS),1000000)
+
+sql: setup ## interactive spark-sql shell on the lakehouse's catalog (Delta settings included)
+	$(BIN)/medallion sql --shell
+
+thrift-up: setup ## start the Spark Thrift Server (JDBC/ODBC, HiveServer2) on loopback, print its URL
+	$(BIN)/medallion thrift up
+
+thrift-down: setup ## stop the Thrift Server started by thrift-up
+	$(BIN)/medallion thrift down
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from medallion.config import ConfigError, Settings, load_settings
@@ -51,8 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-customers", action="store_true", help="write events only")
 
     sql = commands.add_parser("sql", parents=[common], help="run a SQL query against the catalog")
-    sql.add_argument("query")
-    sql.add_argument("--limit", type=int, default=50)
+    sql.add_argument("query", nargs="?", help="the statement (or -f FILE, or --shell)")
+    sql.add_argument("-f", "--file", help="read the statement from a file")
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                     help="table (default), CSV with a header, or JSON Lines")
+    sql.add_argument("--limit", type=int, default=1000, help="rows printed at most (0: all)")
+    sql.add_argument("--shell", action="store_true",
+                     help="open the interactive spark-sql shell with the project's settings")
+
+    thrift = commands.add_parser("thrift", parents=[common],
+                                 help="the Spark Thrift Server (JDBC/ODBC) serving the catalog")
+    thrift.add_argument("action", choices=["up", "down", "status", "serve"],
+                        help="up: start in the background; serve: run in the foreground")
+    thrift.add_argument("--port", type=int, help="port (default: thrift.port, 0 = a free one)")
 
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
     show.add_argument("--limit", type=int, default=20)
@@ -96,11 +108,42 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sql(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.query import print_result, spark_sql_shell
     from medallion.spark import build_session
 
+    if args.shell:
+        return spark_sql_shell(settings)
+    if args.file:
+        with open(args.file, encoding="utf-8") as handle:
+            query = handle.read()
+    elif args.query:
+        query = args.query
+    else:
+        print("medallion sql: give a statement, -f FILE, or --shell", file=sys.stderr)
+        return 2
     spark = build_session(settings)
-    spark.sql(args.query).show(args.limit, truncate=False)
+    print_result(spark.sql(query.strip().rstrip(";")), args.format, args.limit, sys.stdout)
     return 0
+
+
+def _thrift(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion import thrift
+
+    if args.action == "serve":
+        return thrift.serve(settings, args.port)
+    if args.action == "up":
+        if args.port is not None:
+            settings = replace(settings, thrift=replace(settings.thrift, port=args.port))
+        server = thrift.start(settings)
+        print(f"thrift server (pid {server.pid}) at {server.jdbc_url}; log {server.log_file}")
+        return 0
+    if args.action == "down":
+        stopped = thrift.stop(settings)
+        print(f"stopped thrift server pid {stopped.pid}" if stopped else "no thrift server running")
+        return 0
+    running = thrift.read_state(settings)
+    print(f"running (pid {running.pid}) at {running.jdbc_url}" if running else "not running")
+    return 0 if running else 3
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
@@ -136,7 +179,8 @@ def _quality(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show, "quality": _quality}
+COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show, "quality": _quality,
+            "thrift": _thrift}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -152,7 +196,9 @@ def configure_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
+    from medallion.catalog import CatalogBusyError
     from medallion.errors import JobError
+    from medallion.thrift import ThriftError
 
     args = _parser().parse_args(argv)
     configure_logging(args.verbose)
@@ -167,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except JobError as exc:
+    except (JobError, CatalogBusyError, ThriftError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
 
@@ -175,3 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry_point() -> None:
     """Console script ``medallion``."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -108,6 +108,66 @@ class StreamingSettings:
     trigger: Trigger = Trigger()
 
 
+class Metastore(str, Enum):
+    """Where the catalog (databases, tables, views, comments) is kept."""
+
+    EMBEDDED = "embedded"  # Derby under <lakehouse>/_catalog: persistent, one process at a time
+    EXTERNAL = "external"  # a shared Hive metastore (thrift:// URIs or a JDBC database)
+    IN_MEMORY = "in-memory"  # Spark's own catalog, rebuilt at every session start
+
+
+class ThriftAuth(str, Enum):
+    """How the Spark Thrift Server authenticates clients (``hive.server2.authentication``)."""
+
+    NONE = "none"  # SASL PLAIN, any user name accepted: loopback only
+    NOSASL = "nosasl"  # no SASL at all: loopback only
+    LDAP = "ldap"
+    KERBEROS = "kerberos"
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class TableDoc:
+    """Comments of one table and its columns, as shown by ``DESCRIBE`` and BI tools."""
+
+    comment: str | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """A view kept in the catalog, ``<layer>.<name>``, defined by a SELECT over the tables."""
+
+    name: str
+    sql: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """The persistent catalog: which metastore, and the comments and views it is given."""
+
+    metastore: Metastore = Metastore.EMBEDDED
+    metastore_uris: str | None = None
+    tables: Mapping[str, TableDoc] = field(default_factory=dict)
+    views: tuple[ViewSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ThriftSettings:
+    """The Spark Thrift Server (HiveServer2 protocol) serving the catalog to JDBC/ODBC clients."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port chosen when the server starts
+    auth: ThriftAuth = ThriftAuth.NONE
+    ldap_url: str | None = None
+    ldap_base_dn: str | None = None
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
+
+
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration of one run."""
@@ -118,6 +178,8 @@ class Settings:
     streaming: StreamingSettings
     sources: Mapping[str, str]
     quality: QualitySettings = field(default_factory=lambda: _default_quality())
+    catalog: CatalogSettings = CatalogSettings()
+    thrift: ThriftSettings = ThriftSettings()
 
     def table_path(self, layer: str, table: str) -> str:
         """Path of a Delta table: ``<lakehouse>/<layer>/<table>``."""
@@ -130,6 +192,10 @@ class Settings:
     def landing_path(self, entity: str) -> str:
         """Folder of the landing zone that holds one entity's files."""
         return f"{self.paths.landing}/{entity}"
+
+    def catalog_dir(self) -> str:
+        """``<lakehouse>/_catalog``: warehouse of the catalog's databases, embedded metastore."""
+        return f"{self.paths.lakehouse}/_catalog"
 
 
 def _default_quality() -> QualitySettings:
@@ -215,6 +281,22 @@ class _Reader:
                                   f"unknown key (known keys: {known})")
         return value
 
+    def section_of(self, parent: Mapping[str, Any], key: str, allowed: set[str] | None = None,
+                   name: str | None = None) -> Mapping[str, Any]:
+        """A nested mapping (``{}`` when absent), its keys checked against ``allowed`` if given.
+
+        ``name`` is the key inside ``parent`` when it differs from the last part of ``key``
+        (a table name such as ``gold.event_counts_5m`` holds a dot).
+        """
+        value = parent.get(name if name is not None else key.rpartition(".")[2]) or {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(key, self.source.of(key), "must be a mapping")
+        for inner in value:
+            if allowed is not None and inner not in allowed:
+                raise ConfigError(f"{key}.{inner}", self.source.of(f"{key}.{inner}"),
+                                  f"unknown key (known keys: {', '.join(sorted(allowed))})")
+        return value
+
     def string(self, section: Mapping[str, Any], key: str, default: str | None = None) -> str:
         value = section.get(key.rpartition(".")[2], default)
         if not isinstance(value, str) or not value.strip():
@@ -265,11 +347,11 @@ def load_settings(
             source.merge(tree, {"paths": {key: value}}, f"--{key}")
 
     reader = _Reader(tree, source)
+    known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality")
     for key in tree:
-        if key not in {"paths", "spark", "streaming", "sources", "quality"}:
+        if key not in known_sections:
             raise ConfigError(key, source.of(key),
-                              "unknown top-level key (known: paths, spark, streaming, sources, "
-                              "quality)")
+                              f"unknown top-level key (known: {', '.join(known_sections)})")
 
     paths_section = reader.section("paths", {"landing", "lakehouse"})
     paths = Paths(
@@ -326,5 +408,123 @@ def load_settings(
     from medallion.quality.spec import parse_quality
 
     quality = parse_quality(tree, source.of)
+    catalog = _catalog_settings(reader, paths, spark)
+    thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
-                    quality=quality)
+                    catalog=catalog, thrift=thrift, quality=quality)
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXTERNAL_METASTORE_CONF = ("spark.hadoop.hive.metastore.uris",
+                            "spark.hadoop.javax.jdo.option.ConnectionURL")
+
+
+def _choice(reader: _Reader, section: Mapping[str, Any], key: str, enum: type[Enum],
+            default: Enum) -> Any:
+    value = section.get(key.rpartition(".")[2], default.value)
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(str(e.value) for e in enum)
+        raise ConfigError(key, reader.source.of(key),
+                          f"{value!r} is not one of {choices}") from None
+
+
+def _optional_string(reader: _Reader, section: Mapping[str, Any], key: str) -> str | None:
+    value = section.get(key.rpartition(".")[2])
+    if value is None:
+        return None
+    return reader.string(section, key)
+
+
+def _qualified_name(reader: _Reader, key: str, name: Any) -> str:
+    parts = str(name).split(".")
+    if len(parts) != 2 or not all(_IDENTIFIER.match(p) for p in parts):
+        raise ConfigError(key, reader.source.of(key),
+                          f"{name!r} is not a catalog name like gold.event_counts_daily")
+    return str(name)
+
+
+def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> CatalogSettings:
+    from medallion.tables import column_names, known_tables  # tables import config: lazily
+
+    section = reader.section("catalog", {"metastore", "metastore_uris", "tables", "views"})
+    metastore = _choice(reader, section, "catalog.metastore", Metastore, Metastore.EMBEDDED)
+    uris = _optional_string(reader, section, "catalog.metastore_uris")
+    if metastore is Metastore.EMBEDDED and "://" in paths.lakehouse:
+        raise ConfigError("catalog.metastore", reader.source.of("catalog.metastore"),
+                          f"an embedded metastore needs a local lakehouse, not {paths.lakehouse}; "
+                          "use external (with catalog.metastore_uris) or in-memory")
+    if metastore is Metastore.EXTERNAL and not uris and not any(
+            key in spark.conf for key in _EXTERNAL_METASTORE_CONF):
+        raise ConfigError("catalog.metastore_uris", reader.source.of("catalog.metastore"),
+                          "an external metastore needs thrift:// URIs here, or "
+                          f"{' / '.join(_EXTERNAL_METASTORE_CONF)} in spark.conf")
+
+    tables_section = reader.section_of(section, "catalog.tables")
+    known = known_tables()
+    tables: dict[str, TableDoc] = {}
+    for name in tables_section:
+        key = f"catalog.tables.{name}"
+        if name not in known:
+            raise ConfigError(key, reader.source.of(key),
+                              f"no such table (known: {', '.join(sorted(known))})")
+        doc_section = reader.section_of(tables_section, key, {"comment", "columns"}, name)
+        columns = reader.section_of(doc_section, f"{key}.columns")
+        allowed = column_names(known[name])
+        for column in columns:
+            if column not in allowed:
+                raise ConfigError(f"{key}.columns.{column}",
+                                  reader.source.of(f"{key}.columns.{column}"),
+                                  f"no such column (columns: {', '.join(allowed)})")
+        tables[name] = TableDoc(
+            comment=_optional_string(reader, doc_section, f"{key}.comment"),
+            columns={c: reader.string(columns, f"{key}.columns.{c}") for c in columns},
+        )
+
+    views_section = reader.section_of(section, "catalog.views")
+    views = []
+    for name in views_section:
+        key = f"catalog.views.{name}"
+        _qualified_name(reader, key, name)
+        if name in known:
+            raise ConfigError(key, reader.source.of(key), "a table already has this name")
+        view_section = reader.section_of(views_section, key, {"sql", "comment"}, name)
+        sql = reader.string(view_section, f"{key}.sql")
+        if not re.match(r"^\s*(SELECT|WITH)\b", sql, re.IGNORECASE):
+            raise ConfigError(f"{key}.sql", reader.source.of(f"{key}.sql"),
+                              "must be a single SELECT (or WITH ... SELECT) query")
+        views.append(ViewSpec(name=name, sql=sql.strip().rstrip(";"),
+                              comment=_optional_string(reader, view_section, f"{key}.comment")))
+    return CatalogSettings(metastore=metastore, metastore_uris=uris, tables=tables,
+                           views=tuple(views))
+
+
+def _thrift_settings(reader: _Reader) -> ThriftSettings:
+    section = reader.section("thrift", {"host", "port", "auth", "ldap_url", "ldap_base_dn",
+                                        "kerberos_principal", "kerberos_keytab"})
+    host = reader.string(section, "thrift.host", "127.0.0.1")
+    port = section.get("port", 0)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError("thrift.port", reader.source.of("thrift.port"),
+                          f"must be a TCP port, or 0 for a free one, got {port!r}")
+    auth = _choice(reader, section, "thrift.auth", ThriftAuth, ThriftAuth.NONE)
+    if auth in (ThriftAuth.NONE, ThriftAuth.NOSASL) and host not in LOOPBACK_HOSTS:
+        raise ConfigError("thrift.host", reader.source.of("thrift.host"),
+                          f"{host!r} is not loopback, and thrift.auth {auth.value!r} (from "
+                          f"{reader.source.of('thrift.auth')}) is allowed on loopback only; "
+                          "set thrift.auth to ldap or kerberos")
+    settings = ThriftSettings(
+        host=host, port=port, auth=auth,
+        ldap_url=_optional_string(reader, section, "thrift.ldap_url"),
+        ldap_base_dn=_optional_string(reader, section, "thrift.ldap_base_dn"),
+        kerberos_principal=_optional_string(reader, section, "thrift.kerberos_principal"),
+        kerberos_keytab=_optional_string(reader, section, "thrift.kerberos_keytab"),
+    )
+    needed = {ThriftAuth.LDAP: ("ldap_url",),
+              ThriftAuth.KERBEROS: ("kerberos_principal", "kerberos_keytab")}.get(auth, ())
+    for name in needed:
+        if getattr(settings, name) is None:
+            raise ConfigError(f"thrift.{name}", reader.source.of("thrift.auth"),
+                              f"required when thrift.auth is {auth.value}")
+    return settings

@@ -7,12 +7,13 @@ zone and the JVM packages are the same everywhere. Library code receives ``spark
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from medallion.catalog import register_tables as register_existing_tables
-from medallion.config import Settings
+from medallion.catalog import check_catalog_free, prepare_catalog
+from medallion.config import Metastore, Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,30 +46,92 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", *extra]
 
 
-def build_session(settings: Settings, register_tables: bool = True) -> SparkSession:
+def derby_dir(settings: Settings) -> str:
+    """Folder of the embedded Derby metastore database: ``<lakehouse>/_catalog/metastore_db``."""
+    return f"{settings.catalog_dir()}/metastore_db"
+
+
+def catalog_conf(settings: Settings) -> dict[str, str]:
+    """Spark settings of the configured metastore (Hive support for a persistent catalog)."""
+    catalog = settings.catalog
+    if catalog.metastore is Metastore.IN_MEMORY:
+        return {"spark.sql.catalogImplementation": "in-memory"}
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if catalog.metastore is Metastore.EMBEDDED:
+        # Derby's database lives beside the tables, never in the working directory.
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={derby_dir(settings)};create=true")
+    elif catalog.metastore_uris:
+        conf["spark.hadoop.hive.metastore.uris"] = catalog.metastore_uris
+    return conf
+
+
+def session_conf(settings: Settings) -> dict[str, str]:
+    """Every Spark setting the factory applies (besides master and packages), in one mapping.
+
+    The interactive SQL shell is launched with exactly these, so it sees what the jobs see.
+    """
+    return {
+        **BASE_CONF,
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        # Databases of the session catalog live beside the tables, not in the working directory.
+        "spark.sql.warehouse.dir": settings.catalog_dir(),
+        **catalog_conf(settings),
+        **settings.spark.conf,
+        **DELTA_CONF,
+    }
+
+
+# Warnings the Hive metastore logs on every Delta table it is given, none of them a fault: Delta
+# tables have no Hive SerDe (Spark keeps them in its own format), lookups of `delta`.`<path>`
+# names miss, and a fresh Derby database has no version recorded.
+_HARMLESS_METASTORE_LOGGERS = (
+    "org.apache.hadoop.hive.metastore.ObjectStore",
+    "org.apache.spark.sql.hive.HiveExternalCatalog",
+    "org.apache.hadoop.hive.conf.HiveConf",
+)
+
+
+def _quiet_metastore_warnings(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.ERROR  # type: ignore[union-attr]
+    for name in _HARMLESS_METASTORE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(  # type: ignore[union-attr]
+            name, level)
+
+
+def build_session(settings: Settings, register_tables: bool = True,
+                  extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
 
-    The lakehouse's existing tables are registered as ``<layer>.<table>`` so SQL can name them.
+    The catalog is Hive's metastore (embedded Derby under ``<lakehouse>/_catalog`` by default), so
+    tables, views and comments survive between runs. With ``register_tables`` the lakehouse's
+    existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created.
+    ``extra_conf`` adds settings for this session only (the Thrift server's port, for one).
     """
+    if settings.catalog.metastore is Metastore.EMBEDDED:
+        Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
+        check_catalog_free(derby_dir(settings))  # a clear message instead of Derby's stack trace
     builder = SparkSession.builder.appName(settings.spark.app_name)
     submitted = SparkConf()  # holds what spark-submit passed, if it launched us
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
         builder = builder.config("spark.jars.packages", ",".join(delta_packages(settings.spark.packages)))
-    conf = {
-        **BASE_CONF,
-        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
-        # Databases of the session catalog live beside the tables, not in the working directory.
-        "spark.sql.warehouse.dir": f"{settings.paths.lakehouse}/_catalog",
-        **settings.spark.conf,
-        **DELTA_CONF,
-    }
-    for key, value in conf.items():
+    for key, value in {**session_conf(settings), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark.log_level)
-    log.info("spark %s session ready (master %s)", spark.version, spark.sparkContext.master)
+    if settings.catalog.metastore is Metastore.EMBEDDED:
+        # Derby reads this when it boots, at the first catalog access (not yet made): keep its
+        # log beside its database instead of in the working directory.
+        spark.sparkContext._jvm.java.lang.System.setProperty(  # type: ignore[union-attr]
+            "derby.stream.error.file", f"{settings.catalog_dir()}/derby.log")
+    if settings.catalog.metastore is not Metastore.IN_MEMORY and settings.spark.log_level in (
+            "WARN", "ERROR", "FATAL", "OFF"):
+        _quiet_metastore_warnings(spark)
+    log.info("spark %s session ready (master %s, catalog %s)", spark.version,
+             spark.sparkContext.master, settings.catalog.metastore.value)
     if register_tables:
-        register_existing_tables(spark, settings)
+        prepare_catalog(spark, settings)
     return spark

@@ -139,3 +139,23 @@ def find_table(name: str) -> TableSpec:
             return spec
     known = ", ".join(spec.key for spec in ALL_TABLES)
     raise KeyError(f"no table {name!r} (known: {known})")
+
+
+def known_tables() -> dict[str, TableSpec]:
+    """Every table by its catalog name, ``<layer>.<name>``."""
+    return {spec.qualified_name: spec for spec in ALL_TABLES}
+
+
+def column_names(spec: TableSpec) -> list[str]:
+    """Top-level column names of ``spec``, read from its DDL without a JVM."""
+    names, depth, start = [], 0, 0
+    ddl = spec.schema_ddl + ","
+    for position, char in enumerate(ddl):
+        if char in "(<":
+            depth += 1
+        elif char in ")>":
+            depth -= 1
+        elif char == "," and depth == 0:
+            names.append(ddl[start:position].split()[0].strip("`"))
+            start = position + 1
+    return names

@@ -2,23 +2,40 @@
 
 ``python -m medallion.warmup`` starts and stops a local session with the project's packages;
 Ivy caches the Delta jar (and any configured package) from Maven Central under ``~/.ivy2*``.
+With ``--jars-file PATH`` it also writes the local paths of the resolved jars there, one a line
+(the Thrift server puts them on the driver's class path).
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from medallion.config import load_settings
 from medallion.spark import build_session
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Start one session with the configured packages, then stop it."""
+    parser = argparse.ArgumentParser(prog="python -m medallion.warmup")
+    parser.add_argument("--jars-file", help="write the resolved jars' paths to this file")
+    parser.add_argument("--package", action="append", default=[],
+                        help="Maven coordinates to resolve besides the configured ones")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(landing=f"{tmp}/landing", lakehouse=f"{tmp}/lakehouse")
+        packages = tuple(dict.fromkeys([*settings.spark.packages, *args.package]))
+        settings = replace(settings, spark=replace(settings.spark, packages=packages))
         spark = build_session(settings, register_tables=False)
         spark.range(1).collect()
+        jars = spark.sparkContext.getConf().get("spark.jars") or ""
         spark.stop()
+    if args.jars_file:
+        paths = [j.removeprefix("file://").removeprefix("file:") for j in jars.split(",") if j]
+        Path(args.jars_file).write_text("\n".join(paths) + "\n", encoding="utf-8")
     print("JVM packages ready")
     return 0
 

@@ -119,7 +119,7 @@ class UpsertWriter:
 def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
            gold: GoldAggregate) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
-    ensure_table(spark, spec, path)
+    ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
     guard_checkpoint(spark, path, checkpoint, spec.key)
     expectations = settings.quality.for_table(spec.key)
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
@@ -142,7 +142,8 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
     """Start bringing every gold table up to date with what is new in silver/events."""
     with failing_as(SILVER_EVENTS.key):
         for table in (SILVER_EVENTS, QUALITY_RESULTS):
-            ensure_table(spark, table, table.path(settings))
+            ensure_table(spark, table, table.path(settings),
+                         settings.catalog.tables.get(table.qualified_name))
     started = []
     for gold in GOLD_AGGREGATES:
         with failing_as(gold.spec.key):

@@ -138,7 +138,8 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
 def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
     for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
-        ensure_table(spark, spec, spec.path(settings))
+        ensure_table(spark, spec, spec.path(settings),
+                     settings.catalog.tables.get(spec.qualified_name))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
     expectations = settings.quality.for_table(SILVER_EVENTS.key)

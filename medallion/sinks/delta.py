@@ -19,8 +19,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from medallion.catalog import register_table
-from medallion.config import Trigger, TriggerKind
+from medallion.catalog import documented_schema, register_table, table_comment
+from medallion.config import TableDoc, Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.tables import TableSpec
 
@@ -39,13 +39,18 @@ def with_trigger(writer: DataStreamWriter, trigger: Trigger) -> DataStreamWriter
     return writer.trigger(processingTime=trigger.interval or "1 minute")
 
 
-def ensure_table(spark: SparkSession, spec: TableSpec, path: str) -> None:
-    """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``."""
+def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
+                 doc: TableDoc | None = None) -> None:
+    """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``.
+
+    ``doc`` (from ``catalog.tables`` in configuration) gives the table and column comments it is
+    created with, so the first run already commits them with the table.
+    """
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
-        .addColumns(spec.schema)
-        .comment(spec.comment)
+        .addColumns(documented_schema(spec, doc))
+        .comment(table_comment(spec, doc))
         .execute()
     )
     register_table(spark, spec, path)

@@ -1,0 +1,253 @@
+"""The Spark Thrift Server: the catalog served over HiveServer2's protocol (JDBC/ODBC).
+
+``medallion thrift up`` starts ``medallion thrift serve`` in the background: a process that
+builds the project's session (the one factory: Delta, the persistent metastore, the comments and
+views of the configuration) and starts Spark's ``HiveThriftServer2`` inside it with
+``startWithContext``. beeline, DBeaver, Power BI (Spark or Hive connector) and Python clients
+such as PyHive then connect to ``jdbc:hive2://<host>:<port>/default``.
+
+The server binds to ``thrift.host`` (loopback by default) on ``thrift.port`` (0: a free port
+chosen at start). Its pid, address and log live in ``<lakehouse>/_catalog/thrift``; ``down``
+stops exactly the process recorded there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from medallion.config import Settings, ThriftAuth
+
+log = logging.getLogger(__name__)
+
+SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+STATE_FILE = "server.json"
+LOG_FILE = "server.log"
+
+
+class ThriftError(RuntimeError):
+    """The Thrift server could not be started or stopped."""
+
+
+@dataclass(frozen=True)
+class ThriftServer:
+    """A running server, as recorded in its state file."""
+
+    host: str
+    port: int
+    pid: int
+    auth: str
+    log_file: str
+
+    @property
+    def jdbc_url(self) -> str:
+        """The JDBC URL clients connect to (beeline -u, DBeaver, ...)."""
+        suffix = ";auth=noSasl" if self.auth == ThriftAuth.NOSASL.value else ""
+        return f"jdbc:hive2://{self.host}:{self.port}/default{suffix}"
+
+
+def run_dir(settings: Settings) -> Path:
+    """Where the server's state file and log live: ``<lakehouse>/_catalog/thrift`` if local."""
+    if "://" not in settings.paths.lakehouse:
+        return Path(settings.catalog_dir()) / "thrift"
+    digest = hashlib.sha256(settings.paths.lakehouse.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"medallion-thrift-{digest}"
+
+
+def free_port(host: str) -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def server_conf(settings: Settings, port: int) -> dict[str, str]:
+    """HiveServer2 settings of the server: address, transport and authentication."""
+    thrift = settings.thrift
+    prefix = "spark.hadoop.hive.server2"
+    conf = {
+        f"{prefix}.thrift.bind.host": thrift.host,
+        f"{prefix}.thrift.port": str(port),
+        f"{prefix}.transport.mode": "binary",
+        f"{prefix}.authentication": thrift.auth.value.upper(),
+        # Queries run as the server's user; the lakehouse's files have one owner.
+        f"{prefix}.enable.doAs": "false",
+        f"{prefix}.logging.operation.log.location": str(run_dir(settings) / "operation_logs"),
+    }
+    if thrift.auth is ThriftAuth.LDAP:
+        conf[f"{prefix}.authentication.ldap.url"] = str(thrift.ldap_url)
+        if thrift.ldap_base_dn:
+            conf[f"{prefix}.authentication.ldap.baseDN"] = thrift.ldap_base_dn
+    if thrift.auth is ThriftAuth.KERBEROS:
+        conf[f"{prefix}.authentication.kerberos.principal"] = str(thrift.kerberos_principal)
+        conf[f"{prefix}.authentication.kerberos.keytab"] = str(thrift.kerberos_keytab)
+    return conf
+
+
+def thriftserver_packages() -> tuple[str, ...]:
+    """Maven coordinates of the Thrift server's jars when the installed pyspark lacks them.
+
+    pyspark's wheel ships ``spark-hive`` and ``spark-hive-thriftserver`` today (4.0.x); should a
+    build leave them out, they are resolved from Maven Central at the installed pyspark version.
+    """
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    wanted = ("spark-hive_2.13", "spark-hive-thriftserver_2.13")
+    missing = [name for name in wanted if not any(jars.glob(f"{name}-*.jar"))]
+    return tuple(f"org.apache.spark:{name}:{pyspark.__version__}" for name in missing)
+
+
+def with_thriftserver_packages(settings: Settings) -> Settings:
+    """``settings`` plus the Thrift server's jars in ``spark.packages`` if pyspark lacks them."""
+    extra = tuple(p for p in thriftserver_packages() if p not in settings.spark.packages)
+    if not extra:
+        return settings
+    packages = settings.spark.packages + extra
+    return replace(settings, spark=replace(settings.spark, packages=packages))
+
+
+def package_jars(settings: Settings) -> list[str]:
+    """Local paths of the jars ``spark.jars.packages`` resolves to (cached per package list)."""
+    from medallion.spark import delta_packages
+
+    packages = ",".join(delta_packages(settings.spark.packages))
+    digest = hashlib.sha256(packages.encode()).hexdigest()[:12]
+    cache = Path(tempfile.gettempdir()) / f"medallion-jars-{digest}.txt"
+    if cache.is_file():
+        jars = cache.read_text(encoding="utf-8").split()
+        if jars and all(Path(jar).is_file() for jar in jars):
+            return jars
+    log.info("resolving %s to local jars", packages)
+    subprocess.run([sys.executable, "-m", "medallion.warmup", "--jars-file", str(cache),
+                    *[arg for p in settings.spark.packages for arg in ("--package", p)]],
+                   check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "MEDALLION_ENV": settings.env})
+    return cache.read_text(encoding="utf-8").split()
+
+
+def read_state(settings: Settings) -> ThriftServer | None:
+    """The server recorded for this lakehouse, if its process is still alive."""
+    state = run_dir(settings) / STATE_FILE
+    if not state.is_file():
+        return None
+    server = ThriftServer(**json.loads(state.read_text(encoding="utf-8")))
+    return server if _is_our_server(server.pid) else None
+
+
+def _is_our_server(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in cmdline and any(b"medallion" in part for part in cmdline)
+
+
+def serve(settings: Settings, port: int | None = None) -> int:
+    """Run the server in this process until SIGTERM or SIGINT; return the exit status."""
+    from medallion.spark import build_session
+
+    settings = with_thriftserver_packages(settings)
+    chosen = port or settings.thrift.port or free_port(settings.thrift.host)
+    # Client sessions run on threads whose class loader is Hive's (the application class path):
+    # the jars of spark.jars.packages must be on the driver's class path itself, or a session
+    # opened with a database (`jdbc:hive2://.../default`, beeline's and DBeaver's way) cannot
+    # load DeltaCatalog.
+    classpath = [settings.spark.conf.get("spark.driver.extraClassPath", ""),
+                 *package_jars(settings)]
+    extra = {**server_conf(settings, chosen),
+             "spark.driver.extraClassPath": ":".join(p for p in classpath if p)}
+    spark = build_session(settings, extra_conf=extra)
+    jvm = spark.sparkContext._jvm
+    server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(  # type: ignore[union-attr]
+        spark._jsparkSession.sqlContext())
+    directory = run_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = ThriftServer(settings.thrift.host, chosen, os.getpid(), settings.thrift.auth.value,
+                          str(directory / LOG_FILE))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    (directory / STATE_FILE).write_text(json.dumps(record.__dict__), encoding="utf-8")
+    log.info("thrift server listening on %s (auth %s)", record.jdbc_url, record.auth)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        (directory / STATE_FILE).unlink(missing_ok=True)
+        server.stop()
+        spark.stop()
+    log.info("thrift server stopped")
+    return 0
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def start(settings: Settings, conf_dir: str | Path | None = None,
+          timeout: float = 300.0) -> ThriftServer:
+    """Start ``medallion thrift serve`` in the background and wait until it accepts connections."""
+    running = read_state(settings)
+    if running is not None:
+        raise ThriftError(f"a thrift server already serves this lakehouse at {running.jdbc_url} "
+                          f"(pid {running.pid}); `make thrift-down` stops it")
+    directory = run_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / STATE_FILE).unlink(missing_ok=True)
+    port = settings.thrift.port or free_port(settings.thrift.host)
+    command = [sys.executable, "-m", "medallion.cli", "thrift", "serve", "--port", str(port),
+               "--env", settings.env, "--landing", settings.paths.landing,
+               "--lakehouse", settings.paths.lakehouse]
+    env = dict(os.environ)
+    if conf_dir is not None:
+        env["MEDALLION_CONF_DIR"] = str(conf_dir)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_file = directory / LOG_FILE
+    with open(log_file, "ab") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+            raise ThriftError(f"the thrift server exited with status {process.returncode}:\n"
+                              + "\n".join(tail))
+        server = read_state(settings)
+        if server is not None and server.pid == process.pid and _listening(server.host, port):
+            log.info("thrift server ready at %s", server.jdbc_url)
+            return server
+        time.sleep(1.0)
+    process.terminate()
+    raise ThriftError(f"the thrift server did not listen within {timeout:.0f}s; see {log_file}")
+
+
+def stop(settings: Settings, timeout: float = 60.0) -> ThriftServer | None:
+    """Stop the server recorded for this lakehouse; return it (None if none was running)."""
+    server = read_state(settings)
+    if server is None:
+        return None
+    os.kill(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _is_our_server(server.pid):
+        time.sleep(0.5)
+    if _is_our_server(server.pid):
+        log.warning("thrift server pid %d ignored SIGTERM; killing it", server.pid)
+        os.kill(server.pid, signal.SIGKILL)
+    (run_dir(settings) / STATE_FILE).unlink(missing_ok=True)
+    return server

@@ -1,0 +1,108 @@
+"""The catalog and thrift sections of the configuration: parsed, and refused before Spark starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medallion.config import ConfigError, Metastore, ThriftAuth, load_settings
+from medallion.tables import GOLD_EVENT_COUNTS_5M, SILVER_QUARANTINE, column_names
+from tests.conftest import REPO, make_settings
+
+
+def _conf(tmp_path: Path, local: str) -> Path:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    (conf / "local.yaml").write_text(local)
+    return conf
+
+
+def _load(tmp_path: Path, local: str):  # type: ignore[no-untyped-def]
+    return load_settings(env="local", conf_dir=_conf(tmp_path, local),
+                         landing=str(tmp_path / "l"), lakehouse=str(tmp_path / "h"))
+
+
+def test_repo_configuration_has_embedded_catalog_comments_and_daily_views(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    assert settings.catalog.metastore is Metastore.EMBEDDED
+    assert settings.catalog_dir() == f"{tmp_path}/lakehouse/_catalog"
+    doc = settings.catalog.tables["gold.event_counts_5m"]
+    assert doc.columns["window_start"] == "Start of the 5-minute window, inclusive (UTC)"
+    assert [v.name for v in settings.catalog.views] == [
+        "gold.event_counts_daily", "gold.segment_revenue_daily"]
+    assert settings.thrift.host == "127.0.0.1"
+    assert settings.thrift.port == 0
+    assert settings.thrift.auth is ThriftAuth.NONE
+
+
+def test_dev_and_prod_overlays_stay_valid_on_s3() -> None:
+    for env in ("dev", "prod"):
+        settings = load_settings(env=env, conf_dir=REPO / "conf")
+        assert settings.catalog.metastore is Metastore.IN_MEMORY
+
+
+def test_column_names_are_read_from_the_ddl() -> None:
+    assert column_names(GOLD_EVENT_COUNTS_5M) == [
+        "window_start", "window_end", "event_type", "event_count", "total_amount"]
+    assert column_names(SILVER_QUARANTINE) == [
+        "raw", "event_id", "reasons", "source_file", "ingested_at"]
+
+
+def test_views_and_comments_are_read(tmp_path: Path) -> None:
+    settings = _load(tmp_path, """
+catalog:
+  tables:
+    silver.events:
+      comment: Clean events
+      columns: {event_id: The id}
+  views:
+    silver.few: {sql: "SELECT * FROM silver.events LIMIT 3;", comment: Three}
+""")
+    doc = settings.catalog.tables["silver.events"]
+    assert (doc.comment, dict(doc.columns)) == ("Clean events", {"event_id": "The id"})
+    few = [v for v in settings.catalog.views if v.name == "silver.few"][0]
+    assert (few.sql, few.comment) == ("SELECT * FROM silver.events LIMIT 3", "Three")
+
+
+@pytest.mark.parametrize(("local", "key", "words"), [
+    ("catalog: {metastore: hive}\n", "catalog.metastore", "not one of embedded, external"),
+    ("catalog: {metastore: external}\n", "catalog.metastore_uris", "thrift://"),
+    ("catalog: {tables: {gold.nope: {comment: x}}}\n", "catalog.tables.gold.nope", "no such table"),
+    ("catalog: {tables: {gold.event_counts_5m: {columns: {nope: x}}}}\n",
+     "catalog.tables.gold.event_counts_5m.columns.nope", "no such column"),
+    ("catalog: {tables: {gold.event_counts_5m: {colour: x}}}\n",
+     "catalog.tables.gold.event_counts_5m.colour", "unknown key"),
+    ("catalog: {views: {daily: {sql: SELECT 1}}}\n", "catalog.views.daily", "catalog name"),
+    ("catalog: {views: {gold.x: {sql: DROP TABLE gold.user_sessions}}}\n",
+     "catalog.views.gold.x.sql", "single SELECT"),
+    ("catalog: {views: {gold.user_sessions: {sql: SELECT 1}}}\n",
+     "catalog.views.gold.user_sessions", "a table already has this name"),
+    ("thrift: {host: 0.0.0.0}\n", "thrift.host", "loopback only"),
+    ("thrift: {host: 10.1.2.3, auth: nosasl}\n", "thrift.host", "loopback only"),
+    ("thrift: {host: 10.1.2.3, auth: ldap}\n", "thrift.ldap_url", "required"),
+    ("thrift: {auth: kerberos, kerberos_principal: hive/_HOST@X}\n", "thrift.kerberos_keytab",
+     "required"),
+    ("thrift: {port: 70000}\n", "thrift.port", "TCP port"),
+    ("thrift: {colour: red}\n", "thrift.colour", "unknown key"),
+])
+def test_bad_catalog_or_thrift_configuration_names_key_and_file(
+        tmp_path: Path, local: str, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, local)
+    assert caught.value.key == key
+    assert caught.value.source == str(tmp_path / "conf" / "local.yaml")
+    assert words in str(caught.value)
+
+
+def test_embedded_metastore_needs_a_local_lakehouse(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env="local", conf_dir=_conf(tmp_path, ""), lakehouse="s3a://bucket/lake")
+    assert caught.value.key == "catalog.metastore"
+    assert "local lakehouse" in str(caught.value)
+
+
+def test_ldap_off_loopback_is_accepted(tmp_path: Path) -> None:
+    settings = _load(tmp_path, "thrift: {host: 10.1.2.3, auth: ldap, ldap_url: 'ldaps://ldap:636'}\n")
+    assert (settings.thrift.host, settings.thrift.auth) == ("10.1.2.3", ThriftAuth.LDAP)

@@ -1,0 +1,60 @@
+"""``medallion sql`` output formats: what a shell script or a spreadsheet gets."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from decimal import Decimal
+
+from pyspark.sql import SparkSession
+
+
+def _frame(spark: SparkSession):  # type: ignore[no-untyped-def]
+    return spark.sql(
+        "SELECT * FROM VALUES "
+        "(TIMESTAMP '2025-01-27 10:00:00', 'view', 2L, CAST(0 AS DECIMAL(28,4))), "
+        "(TIMESTAMP '2025-01-27 10:05:00', 'purchase', 1L, CAST(12.5 AS DECIMAL(28,4))), "
+        "(TIMESTAMP '2025-01-27 10:10:00', NULL, 0L, NULL) "
+        "AS t(window_start, event_type, event_count, total_amount) ORDER BY window_start")
+
+
+def test_csv_has_a_header_and_utc_timestamps(spark: SparkSession) -> None:
+    from medallion.query import print_result
+
+    out = io.StringIO()
+    assert print_result(_frame(spark), "csv", 0, out) == 3
+    assert out.getvalue() == (
+        "window_start,event_type,event_count,total_amount\n"
+        "2025-01-27 10:00:00,view,2,0.0000\n"
+        "2025-01-27 10:05:00,purchase,1,12.5000\n"
+        "2025-01-27 10:10:00,,0,\n")
+
+
+def test_json_lines_keep_nulls_and_exact_decimals(spark: SparkSession) -> None:
+    from medallion.query import print_result
+
+    out = io.StringIO()
+    assert print_result(_frame(spark), "json", 2, out) == 2
+    records = [json.loads(line, parse_float=Decimal) for line in out.getvalue().splitlines()]
+    assert records[1]["total_amount"] == Decimal("12.5")
+    assert datetime.fromisoformat(records[1]["window_start"]) == datetime.fromisoformat(
+        "2025-01-27T10:05:00+00:00")
+    assert list(records[0]) == ["window_start", "event_type", "event_count", "total_amount"]
+
+    out = io.StringIO()
+    print_result(_frame(spark).where("event_type IS NULL"), "json", 0, out)
+    assert json.loads(out.getvalue())["event_type"] is None
+
+
+def test_table_format_prints_every_row_up_to_the_limit(spark: SparkSession) -> None:
+    from medallion.query import print_result
+
+    out = io.StringIO()
+    assert print_result(_frame(spark), "table", 2, out) == 2
+    lines = out.getvalue().splitlines()
+    assert lines[1].split("|")[1:-1] == ["window_start       ", "event_type", "event_count",
+                                         "total_amount"]
+    assert lines[3].split("|")[1:-1] == ["2025-01-27 10:00:00", "view      ", "2          ",
+                                         "0.0000      "]
+    assert len(lines) == 6  # border, header, border, two rows, border
