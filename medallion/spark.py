@@ -45,6 +45,15 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", *extra]
 
 
+def kafka_packages(settings: Settings) -> tuple[str, ...]:
+    """Spark's Kafka connector at the installed pyspark version, when a job uses Kafka."""
+    if not settings.uses_kafka:
+        return ()
+    from importlib.metadata import version
+
+    return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}",)
+
+
 def build_session(settings: Settings, register_tables: bool = True) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
 
@@ -55,7 +64,8 @@ def build_session(settings: Settings, register_tables: bool = True) -> SparkSess
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
-        builder = builder.config("spark.jars.packages", ",".join(delta_packages(settings.spark.packages)))
+        builder = builder.config("spark.jars.packages", ",".join(
+            delta_packages(settings.spark.packages + kafka_packages(settings))))
     conf = {
         **BASE_CONF,
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),

@@ -32,6 +32,7 @@ class TableRun:
     quarantined: int = 0
     duplicates_removed: int = 0
     late_rows_dropped: int = 0
+    offsets_missing: int = 0  # Kafka offsets asked for but no longer in the topic
     seconds: float = 0.0
     note: str = ""
 

@@ -51,6 +51,14 @@ BRONZE_EVENTS = TableSpec(
     "raw STRING, source_file STRING, ingested_at TIMESTAMP",
     "Every line of the events landing files, as written, broken lines included; append-only.",
 )
+BRONZE_EVENTS_KAFKA = TableSpec(
+    "bronze", "events_kafka",
+    "raw STRING, key STRING, topic STRING, partition INT, offset BIGINT, "
+    "kafka_timestamp TIMESTAMP, "
+    "source_file STRING, ingested_at TIMESTAMP",
+    "Every record of the events topics: the value as text (raw), key, topic, partition, offset and "
+    "Kafka timestamp; source_file is kafka://topic/partition/offset. Append-only.",
+)
 BRONZE_CUSTOMERS = TableSpec(
     "bronze", "customers",
     "customer_id STRING, customer_name STRING, segment STRING, _corrupt_record STRING, "
@@ -100,7 +108,7 @@ SILVER_BATCH_METRICS = TableSpec(
 )
 
 ALL_TABLES: tuple[TableSpec, ...] = (
-    BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+    BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
     GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS, GOLD_SEGMENT_REVENUE_1H,
     SILVER_BATCH_METRICS,
 )

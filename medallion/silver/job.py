@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Settings, Trigger
+from medallion.config import EventsKind, Settings, Trigger
 from medallion.silver.transforms import (
     deduplicate_in_batch,
     enrich_with_customers,
@@ -36,9 +36,11 @@ from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
+    BRONZE_EVENTS_KAFKA,
     SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
+    TableSpec,
 )
 
 log = logging.getLogger(__name__)
@@ -114,16 +116,27 @@ class SilverBatchWriter:
         run.duplicates_removed = self.duplicates_removed
 
 
+def bronze_events_of(settings: Settings) -> TableSpec:
+    """The bronze table silver reads events from: bronze/events, or bronze/events_kafka.
+
+    Both hold ``raw, source_file, ingested_at``, which is all silver reads. Switching an existing
+    lakehouse from one to the other fails loudly: silver's checkpoint names its source table.
+    """
+    return BRONZE_EVENTS_KAFKA if settings.events_kind is EventsKind.KAFKA else BRONZE_EVENTS
+
+
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start processing what is new in bronze/events into silver/events and its quarantine."""
-    for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+    """Start processing what is new in bronze events into silver/events and its quarantine."""
+    bronze = bronze_events_of(settings)
+    for spec in (bronze, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS):
         ensure_table(spark, spec, spec.path(settings))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
     writer = SilverBatchWriter(settings, checkpoint)
-    stream = read_table_stream(spark, BRONZE_EVENTS.path(settings),
-                               settings.streaming.max_files_per_trigger)
+    stream = read_table_stream(spark, bronze.path(settings),
+                               settings.streaming.max_files_per_trigger
+                               ).select("raw", "source_file", "ingested_at")
     query = with_trigger(
         stream.writeStream.queryName(SILVER_EVENTS.key)
         .option("checkpointLocation", checkpoint)
