@@ -158,6 +158,7 @@ class KafkaSettings:
     client_options: Mapping[str, str] = field(default_factory=dict)
     security: KafkaSecurity = KafkaSecurity()
     publish: tuple[KafkaPublish, ...] = ()
+    connector_version: str | None = None  # None: the installed pyspark's version
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,8 @@ def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
     """The ``kafka`` section; secrets only as names of environment variables, which must be set."""
     section = reader.section("kafka", {
         "bootstrap_servers", "topics", "starting_offsets", "max_offsets_per_trigger",
-        "fail_on_data_loss", "poll_timeout_ms", "client_options", "security", "publish"})
+        "fail_on_data_loss", "poll_timeout_ms", "client_options", "security", "publish",
+        "connector_version"})
     bootstrap = reader.string(section, "kafka.bootstrap_servers", "127.0.0.1:9092").replace(" ", "")
     if not _BOOTSTRAP.match(bootstrap):
         raise ConfigError("kafka.bootstrap_servers", source.of("kafka.bootstrap_servers"),
@@ -350,7 +352,18 @@ def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
                         for k, v in client.items()},
         security=_kafka_security(source, section),
         publish=_kafka_publish(source, section),
+        connector_version=_connector_version(source, section),
     )
+
+
+def _connector_version(source: _Source, kafka: Mapping[str, Any]) -> str | None:
+    value = kafka.get("connector_version")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.match(r"^4\.0\.\d+$", value.strip()):
+        raise ConfigError("kafka.connector_version", source.of("kafka.connector_version"),
+                          f"must be a Spark 4.0.x release like 4.0.0, or null, got {value!r}")
+    return value.strip()
 
 
 def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:

@@ -46,12 +46,14 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
 
 
 def kafka_packages(settings: Settings) -> tuple[str, ...]:
-    """Spark's Kafka connector at the installed pyspark version, when a job uses Kafka."""
+    """Spark's Kafka connector, when a job uses Kafka: at ``kafka.connector_version`` if set,
+    else at the installed pyspark version."""
     if not settings.uses_kafka:
         return ()
     from importlib.metadata import version
 
-    return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}",)
+    release = settings.kafka.connector_version or version("pyspark")
+    return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}",)
 
 
 def build_session(settings: Settings, register_tables: bool = True) -> SparkSession:

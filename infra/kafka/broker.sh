@@ -21,7 +21,9 @@ die() { echo "broker.sh: $*" >&2; exit 1; }
 fetch() {
   if [ -f "$LIB/.complete" ]; then return 0; fi
   command -v mvn >/dev/null || die "mvn (Maven) is needed to resolve the broker's jars"
-  mvn -q -B -f "$HERE/pom.xml" dependency:copy-dependencies >&2
+  # A Maven repository of the project's own: nothing lands in ~/.m2, where Spark's Ivy resolver
+  # would also look and trip over poms that Maven fetched without their jars.
+  mvn -q -B -f "$HERE/pom.xml" -Dmaven.repo.local="$HERE/.m2" dependency:copy-dependencies >&2
   touch "$LIB/.complete"
 }
 

@@ -16,6 +16,7 @@ are published, each the row's new state.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -33,7 +34,7 @@ APPEND_ONLY = frozenset({"silver/events", "silver/events_quarantine", "gold/user
 _CDF = "delta.enableChangeDataFeed"
 
 
-def to_kafka_records(key_columns: tuple[str, ...]) -> ...:  # type: ignore[no-untyped-def]
+def to_kafka_records(key_columns: tuple[str, ...]) -> Callable[[DataFrame], DataFrame]:
     """Rows as Kafka records: ``value`` is ``to_json(struct(*))``; ``key`` the JSON of the key
     columns (a single column: its text), or null without key columns."""
 
