@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -76,3 +77,34 @@ def read_kafka_stream(spark: SparkSession, kafka: KafkaSettings) -> DataFrame:
         reader = reader.option("kafkaConsumer.pollTimeoutMs", kafka.poll_timeout_ms)
     log.info("reading topics %s from %s", ",".join(kafka.topics), kafka.bootstrap_servers)
     return reader.load()
+
+
+_LOSS_REASONS = (
+    re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)"),
+    re.compile(r"(\S+)'s offset was changed from (\d+) to (\d+)"),
+    re.compile(r"Cannot fetch offset (\d+) \(GroupId: [^,]*, TopicPartition: ([^)]+)\)"),
+)
+
+
+def describe_data_loss(failure_text: str) -> str | None:
+    """A one-line account of Kafka data loss found in a query failure (its JVM stack trace):
+    topic, partition and the offsets that are gone; None when the failure is something else."""
+    if "Some data may have been lost" not in failure_text and "data may have been missed" \
+            not in failure_text:
+        return None
+    found = _LOSS_REASONS[0].search(failure_text)
+    if found:
+        start, end, partition = found.groups()
+        what = f"offsets [{start}, {end}) of {partition} could not be read"
+    elif (found := _LOSS_REASONS[1].search(failure_text)):
+        partition, start, end = found.groups()
+        what = f"offsets [{start}, {end}) of {partition} are no longer in the topic"
+    elif (found := _LOSS_REASONS[2].search(failure_text)):
+        start, partition = found.groups()
+        what = f"offset {start} of {partition} is no longer in the topic"
+    else:
+        what = "some offsets are no longer in the topic"
+    topic, _, number = partition.rpartition("-") if found else ("?", "", "?")
+    where = f" (topic {topic}, partition {number})" if found else ""
+    return (f"Kafka data lost: {what}{where}; they aged out or were deleted before bronze read "
+            "them. Set kafka.fail_on_data_loss: false to skip and count such gaps.")
