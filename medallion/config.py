@@ -441,7 +441,7 @@ def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPubl
             raise ConfigError(f"{key}.topic", origin, f"{topic!r} is not a topic name")
         if isinstance(columns, str):
             columns = [columns]
-        unknown = [c for c in columns if c not in spec.schema.fieldNames()]
+        unknown = [c for c in columns if c not in spec.column_names]
         if not isinstance(columns, list) or unknown:
             raise ConfigError(f"{key}.key", origin,
                               f"must list columns of {spec.key}; unknown: {unknown or columns!r}")

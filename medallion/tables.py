@@ -33,6 +33,20 @@ class TableSpec:
         return f"{self.layer}/{self.name}"
 
     @property
+    def column_names(self) -> list[str]:
+        """The columns' names, read from the DDL without a Spark session."""
+        names, depth, start = [], 0, 0
+        for i, char in enumerate(self.schema_ddl + ","):
+            if char in "(<":
+                depth += 1
+            elif char in ")>":
+                depth -= 1
+            elif char == "," and depth == 0:
+                names.append(self.schema_ddl[start:i].split()[0].strip("`"))
+                start = i + 1
+        return names
+
+    @property
     def schema(self) -> StructType:
         """The schema as a ``StructType``."""
         return StructType.fromDDL(self.schema_ddl)

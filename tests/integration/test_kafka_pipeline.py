@@ -113,7 +113,8 @@ def _run(spark: SparkSession, settings: Settings) -> dict[str, TableRun]:
 
 
 def _gold_counts(spark: SparkSession, settings: Settings) -> set[tuple[str, str, int, Decimal]]:
-    rows = spark.read.format("delta").load(settings.table_path("gold", "event_counts_5m")).selectExpr(
+    table = settings.table_path("gold", "event_counts_5m")
+    rows = spark.read.format("delta").load(table).selectExpr(
         "date_format(window_start, \"yyyy-MM-dd'T'HH:mm:ss\") AS s", "event_type", "event_count",
         "total_amount").collect()
     return {(r["s"], r["event_type"], r["event_count"], r["total_amount"]) for r in rows}
@@ -134,7 +135,8 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
     runs = _run(spark, settings)
 
     # bronze: every record once, with its coordinates
-    bronze = spark.read.format("delta").load(settings.table_path("bronze", "events_kafka")).collect()
+    bronze_path = settings.table_path("bronze", "events_kafka")
+    bronze = spark.read.format("delta").load(bronze_path).collect()
     assert sorted(r["raw"] for r in bronze) == sorted(LINES)
     by_partition: dict[int, list[int]] = defaultdict(list)
     for row in bronze:
@@ -195,3 +197,40 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
     assert _gold_counts(spark, settings) == expected_event_counts(everything)
     published = kafka_broker.consume_all(silver_topic, len(everything))
     assert sorted(key for key, _ in published) == sorted(everything)
+
+
+def test_produce_command_publishes_the_generated_lines(kafka_broker: Broker,
+                                                       tmp_path: Path) -> None:
+    from medallion.cli import main
+    from medallion.generate import GenerateSpec, generate_event_lines
+
+    topic = "it.produce"
+    kafka_broker.create_topic(topic, 1)
+    status = main(["produce", "--events", "40", "--seed", "3", "--burst", "demo",
+                   "--topic", topic, "--bootstrap-servers", kafka_broker.bootstrap,
+                   "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lh")])
+    assert status == 0
+    spec = GenerateSpec(events=40, seed=3, burst="demo")
+    expected = list(generate_event_lines(spec))
+    consumer_records = _raw_values(kafka_broker, topic, len(expected))
+    assert consumer_records == expected  # one partition: in order, broken lines included
+    assert (tmp_path / "landing" / "customers" / "customers-sample.csv").is_file()
+
+
+def _raw_values(broker: Broker, topic: str, expected: int) -> list[str]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"raw-{topic}",
+                         "auto.offset.reset": "earliest"})
+    values: list[str] = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(240):
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                values.append(message.value().decode())
+            if len(values) >= expected:
+                break
+    finally:
+        consumer.close()
+    return values

@@ -45,7 +45,8 @@ def _conf_dir(root: Path, broker: Broker, topic: str, **kafka: object) -> Path:
 
 def _medallion(conf: Path, root: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "MEDALLION_CONF_DIR": str(conf),
-           "MEDALLION_LANDING": str(root / "landing"), "MEDALLION_LAKEHOUSE": str(root / "lakehouse")}
+           "MEDALLION_LANDING": str(root / "landing"),
+           "MEDALLION_LAKEHOUSE": str(root / "lakehouse")}
     env.pop("MEDALLION_KAFKA_BOOTSTRAP", None)
     command = str(Path(sys.executable).with_name("medallion"))
     return subprocess.Popen([command, *args], env=env, text=True,
