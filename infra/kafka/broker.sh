@@ -62,7 +62,8 @@ PROPS
 }
 
 start() {
-  local data="${1:?data dir}" port="${2:?port}" cport="${3:-$((port + 1))}"
+  local data="${1:?data dir}" port="${2:?port}"
+  local cport="${3:-$((port + 1))}"
   fetch
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"

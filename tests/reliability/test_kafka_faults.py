@@ -122,6 +122,7 @@ def test_broker_stopped_mid_run_then_rerun_loses_and_doubles_nothing(
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)
     # The run either failed clearly, naming the table, or waited for the broker and finished.
+    print(f"broker outage: run exited {job.returncode}; {err.strip().splitlines()[-1:]}")
     if job.returncode != 0:
         assert job.returncode == 1, err[-3000:]
         assert "medallion: failed: bronze/events_kafka:" in err
