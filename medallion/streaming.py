@@ -86,12 +86,12 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
 
 
 def _cause(exc: StreamingQueryException) -> str:
-    from medallion.sources.kafka import describe_data_loss
+    from medallion.sources.kafka import describe_kafka_failure
 
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
-    # A Kafka source's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
-    loss = describe_data_loss(f"{text}\n{getattr(exc, '_stackTrace', '') or ''}")
+    # Kafka's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
+    loss = describe_kafka_failure(f"{text}\n{getattr(exc, '_stackTrace', '') or ''}")
     return f"{loss} [{first[:1000]}]" if loss else first[:2000]
 
 

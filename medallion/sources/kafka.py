@@ -86,6 +86,23 @@ _LOSS_REASONS = (
 )
 
 
+_UNREACHABLE = (
+    "org.apache.kafka.common.errors.TimeoutException",  # admin/consumer calls with no broker
+    "Cannot fetch record for offset",  # an executor's poll ran out of kafka.poll_timeout_ms
+)
+
+
+def describe_kafka_failure(failure_text: str) -> str | None:
+    """What a Kafka-related query failure means, in one line; None when it is not one."""
+    loss = describe_data_loss(failure_text)
+    if loss:
+        return loss
+    if any(sign in failure_text for sign in _UNREACHABLE):
+        return ("Kafka did not answer in time (broker down or unreachable?); nothing of the "
+                "unfinished batch was committed, rerun once the broker is back")
+    return None
+
+
 def describe_data_loss(failure_text: str) -> str | None:
     """A one-line account of Kafka data loss found in a query failure (its JVM stack trace):
     topic, partition and the offsets that are gone; None when the failure is something else."""

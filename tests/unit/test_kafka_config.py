@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, EventsKind, KafkaProtocol, load_settings
-from medallion.sources.kafka import describe_data_loss, kafka_client_options
+from medallion.sources.kafka import (
+    describe_data_loss,
+    describe_kafka_failure,
+    kafka_client_options,
+)
 from medallion.spark import kafka_packages
 from tests.conftest import REPO
 
@@ -91,3 +95,12 @@ def test_data_loss_description_names_topic_partition_offsets() -> None:
         "partition 3); they aged out or were deleted before bronze read them. Set "
         "kafka.fail_on_data_loss: false to skip and count such gaps.")
     assert describe_data_loss("Connection refused") is None
+
+
+def test_a_broker_timeout_is_told_as_such() -> None:
+    text = ("terminated with exception: org.apache.kafka.common.errors.TimeoutException: "
+            "Timed out waiting for a node assignment. Call: listNodes")
+    assert describe_kafka_failure(text) == (
+        "Kafka did not answer in time (broker down or unreachable?); nothing of the unfinished "
+        "batch was committed, rerun once the broker is back")
+    assert describe_kafka_failure("java.io.FileNotFoundException: x") is None
