@@ -12,7 +12,9 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down
+.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo
+KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
+KAFKA_PORT ?= 9092
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,6 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m medallion.warmup
+	infra/kafka/broker.sh fetch
 	touch $(STAMP)
 
 setup: $(STAMP) ## create .venv, install the package and fetch the JVM jars
@@ -55,6 +58,17 @@ thrift-up: setup ## start the Spark Thrift Server (JDBC/ODBC, HiveServer2) on lo
 
 thrift-down: setup ## stop the Thrift Server started by thrift-up
 	$(BIN)/medallion thrift down
+
+kafka-up: ## start a local Kafka broker (KRaft, 127.0.0.1:$(KAFKA_PORT), data in $(DATA)/kafka)
+	infra/kafka/broker.sh start $(KAFKA_DATA) $(KAFKA_PORT)
+
+kafka-down: ## stop the local Kafka broker
+	infra/kafka/broker.sh stop $(KAFKA_DATA)
+
+kafka-demo: setup ## publish sample events to the local broker and run them to gold
+	$(BIN)/medallion produce --events 5000 --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
+	$(BIN)/medallion run all --events-from kafka --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
+	$(BIN)/medallion show --limit 10
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

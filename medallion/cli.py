@@ -38,8 +38,25 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", parents=[common], help="process everything new through a layer")
-    run.add_argument("layer", choices=["bronze", "silver", "gold", "all"])
+    run.add_argument("layer", choices=["bronze", "silver", "gold", "publish", "all"])
     run.add_argument("--trigger", help="available-now (default), once, or processing-time=<interval>")
+    run.add_argument("--events-from", choices=["files", "kafka"],
+                     help="bronze events from landing files or Kafka topics (sources.events_kind)")
+    run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
+
+    produce = commands.add_parser("produce", parents=[common],
+                                  help="publish generated sample events to a Kafka topic")
+    produce.add_argument("--events", type=int, default=5000)
+    produce.add_argument("--users", type=int, default=200)
+    produce.add_argument("--seed", type=int, default=7)
+    produce.add_argument("--burst", help="name of this burst (event id prefix)",
+                         default=datetime.now(timezone.utc).strftime("burst-%Y%m%dT%H%M%S"))
+    produce.add_argument("--start", default="2025-01-27T10:00:00Z",
+                         help="event time of the first event")
+    produce.add_argument("--topic", help="topic (default: the first of kafka.topics)")
+    produce.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
+    produce.add_argument("--no-customers", action="store_true",
+                         help="do not write the customers CSV to the landing zone")
 
     gen = commands.add_parser("generate", parents=[common], help="write sample data to the landing zone")
     gen.add_argument("--events", type=int, default=5000)
@@ -81,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(env=args.env, conf_dir=args.conf_dir, landing=args.landing,
-                         lakehouse=args.lakehouse, trigger=getattr(args, "trigger", None))
+                         lakehouse=args.lakehouse, trigger=getattr(args, "trigger", None),
+                         events_kind=getattr(args, "events_from", None),
+                         kafka_bootstrap=getattr(args, "bootstrap_servers", None))
 
 
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
@@ -93,6 +112,25 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
     written = generate_landing(settings.paths.landing, spec, with_customers=not args.no_customers)
     events = sum(1 for path in written if path.suffix == ".json")
     print(f"wrote {args.events} events in {events} files under {settings.paths.landing}")
+    return 0
+
+
+def _produce(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.generate import GenerateSpec, generate_customer_rows, write_atomically
+    from medallion.produce import produce_events
+
+    start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
+    spec = GenerateSpec(events=args.events, users=args.users, seed=args.seed, burst=args.burst,
+                        start=start)
+    topic = args.topic or settings.kafka.topics[0]
+    sent = produce_events(settings.kafka, topic, spec)
+    print(f"published {sent} events to topic {topic} at {settings.kafka.bootstrap_servers}")
+    if not args.no_customers:
+        from pathlib import Path
+
+        path = Path(settings.paths.landing) / settings.sources["customers"] / "customers-sample.csv"
+        write_atomically(path, list(generate_customer_rows(spec)))
+        print(f"wrote the customers dimension to {path}")
     return 0
 
 
@@ -179,8 +217,8 @@ def _quality(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show, "quality": _quality,
-            "thrift": _thrift}
+COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql, "show": _show,
+            "quality": _quality, "thrift": _thrift}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -198,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
     from medallion.catalog import CatalogBusyError
     from medallion.errors import JobError
+    from medallion.produce import ProduceError
     from medallion.thrift import ThriftError
 
     args = _parser().parse_args(argv)
@@ -213,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except (JobError, CatalogBusyError, ThriftError) as exc:
+    except (JobError, CatalogBusyError, ThriftError, ProduceError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
 

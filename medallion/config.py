@@ -9,6 +9,7 @@ Precedence, lowest first: ``conf/base.yaml``, ``conf/<env>.yaml``, the environme
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -26,6 +27,8 @@ ENV_VAR_ENV = "MEDALLION_ENV"
 ENV_VAR_CONF_DIR = "MEDALLION_CONF_DIR"
 ENV_VAR_LANDING = "MEDALLION_LANDING"
 ENV_VAR_LAKEHOUSE = "MEDALLION_LAKEHOUSE"
+ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"
+ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 DEFAULT_ENV = "local"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$")
@@ -168,6 +171,59 @@ class ThriftSettings:
     kerberos_keytab: str | None = None
 
 
+class EventsKind(str, Enum):
+    """Where bronze takes events from: landing files (``bronze/events``) or Kafka topics."""
+
+    FILES = "files"
+    KAFKA = "kafka"
+
+
+class KafkaProtocol(str, Enum):
+    """Kafka's ``security.protocol``."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """How to reach a secured cluster. Secrets are named by environment variable, never given."""
+
+    protocol: KafkaProtocol = KafkaProtocol.PLAINTEXT
+    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    username_env: str | None = None
+    password_env: str | None = None
+    truststore_location: str | None = None
+    truststore_password_env: str | None = None
+
+
+@dataclass(frozen=True)
+class KafkaPublish:
+    """A lakehouse table streamed to a topic as JSON."""
+
+    table: str  # layer/name
+    topic: str
+    key: tuple[str, ...] = ()  # columns whose JSON is the message key; none: no key
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """The Kafka source of bronze and the Kafka sink of published tables."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topics: tuple[str, ...] = ("medallion.events",)
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int | None = None
+    client_options: Mapping[str, str] = field(default_factory=dict)
+    security: KafkaSecurity = KafkaSecurity()
+    publish: tuple[KafkaPublish, ...] = ()
+    connector_version: str | None = None  # None: the installed pyspark's version
+
+
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration of one run."""
@@ -180,6 +236,13 @@ class Settings:
     quality: QualitySettings = field(default_factory=lambda: _default_quality())
     catalog: CatalogSettings = CatalogSettings()
     thrift: ThriftSettings = ThriftSettings()
+    events_kind: EventsKind = EventsKind.FILES
+    kafka: KafkaSettings = KafkaSettings()
+
+    @property
+    def uses_kafka(self) -> bool:
+        """Whether a job reads or writes Kafka (the session then needs the Kafka connector)."""
+        return self.events_kind is EventsKind.KAFKA or bool(self.kafka.publish)
 
     def table_path(self, layer: str, table: str) -> str:
         """Path of a Delta table: ``<lakehouse>/<layer>/<table>``."""
@@ -316,12 +379,176 @@ def _normalise_path(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+_BOOTSTRAP = re.compile(r"^[A-Za-z0-9._\[\]:-]+:\d{1,5}(,[A-Za-z0-9._\[\]:-]+:\d{1,5})*$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key")  # never from a file
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
+    """The ``kafka`` section; secrets only as names of environment variables, which must be set."""
+    section = reader.section("kafka", {
+        "bootstrap_servers", "topics", "starting_offsets", "max_offsets_per_trigger",
+        "fail_on_data_loss", "poll_timeout_ms", "client_options", "security", "publish",
+        "connector_version"})
+    bootstrap = reader.string(section, "kafka.bootstrap_servers", "127.0.0.1:9092").replace(" ", "")
+    if not _BOOTSTRAP.match(bootstrap):
+        raise ConfigError("kafka.bootstrap_servers", source.of("kafka.bootstrap_servers"),
+                          f"{bootstrap!r} is not a list of host:port")
+    topics = section.get("topics", ["medallion.events"])
+    if isinstance(topics, str):
+        topics = [topics]
+    if not isinstance(topics, list) or not topics or not all(
+            isinstance(t, str) and _TOPIC.match(t) for t in topics):
+        raise ConfigError("kafka.topics", source.of("kafka.topics"),
+                          f"must be a non-empty list of topic names, got {topics!r}")
+    starting = reader.string(section, "kafka.starting_offsets", "earliest")
+    if starting not in ("earliest", "latest"):
+        try:
+            parsed = json.loads(starting)
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ConfigError("kafka.starting_offsets", source.of("kafka.starting_offsets"),
+                              "must be earliest, latest, or JSON like "
+                              '{"topic": {"0": 23, "1": -2}}')
+    max_offsets = section.get("max_offsets_per_trigger")
+    if max_offsets is not None:
+        max_offsets = reader.positive_int(section, "kafka.max_offsets_per_trigger", 1)
+    poll_timeout = section.get("poll_timeout_ms")
+    if poll_timeout is not None:
+        poll_timeout = reader.positive_int(section, "kafka.poll_timeout_ms", 1)
+    fail_on_data_loss = section.get("fail_on_data_loss", True)
+    if not isinstance(fail_on_data_loss, bool):
+        raise ConfigError("kafka.fail_on_data_loss", source.of("kafka.fail_on_data_loss"),
+                          f"must be true or false, got {fail_on_data_loss!r}")
+    client = section.get("client_options", {}) or {}
+    if not isinstance(client, Mapping):
+        raise ConfigError("kafka.client_options", source.of("kafka.client_options"),
+                          "must be a mapping of Kafka client properties")
+    for name in client:
+        key = f"kafka.client_options.{name}"
+        if any(word in str(name).lower() for word in _SECRET_WORDS) or str(name).startswith(
+                ("security.", "sasl.", "ssl.")):
+            raise ConfigError(key, source.of(key), "security settings and secrets belong in "
+                              "kafka.security (secrets as environment variable names)")
+    return KafkaSettings(
+        bootstrap_servers=bootstrap,
+        topics=tuple(topics),
+        starting_offsets=starting,
+        max_offsets_per_trigger=max_offsets,
+        fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=poll_timeout,
+        client_options={str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                        for k, v in client.items()},
+        security=_kafka_security(source, section),
+        publish=_kafka_publish(source, section),
+        connector_version=_connector_version(source, section),
+    )
+
+
+def _connector_version(source: _Source, kafka: Mapping[str, Any]) -> str | None:
+    value = kafka.get("connector_version")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.match(r"^4\.0\.\d+$", value.strip()):
+        raise ConfigError("kafka.connector_version", source.of("kafka.connector_version"),
+                          f"must be a Spark 4.0.x release like 4.0.0, or null, got {value!r}")
+    return value.strip()
+
+
+def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
+    prefix = "kafka.security"
+    section = kafka.get("security", {}) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(prefix, source.of(prefix), "must be a mapping")
+    allowed = {"protocol", "sasl_mechanism", "username_env", "password_env",
+               "truststore_location", "truststore_password_env"}
+    for name in section:
+        if name not in allowed:
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"unknown key (known keys: {', '.join(sorted(allowed))})")
+    protocol_text = str(section.get("protocol", "PLAINTEXT")).upper()
+    try:
+        protocol = KafkaProtocol(protocol_text)
+    except ValueError:
+        raise ConfigError(f"{prefix}.protocol", source.of(f"{prefix}.protocol"),
+                          f"{protocol_text!r} is not one of "
+                          f"{', '.join(p.value for p in KafkaProtocol)}") from None
+    values: dict[str, str | None] = {}
+    for name in ("sasl_mechanism", "username_env", "password_env", "truststore_location",
+                 "truststore_password_env"):
+        value = section.get(name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"must be a non-empty string or null, got {value!r}")
+        values[name] = value.strip() if isinstance(value, str) else None
+    sasl = protocol in (KafkaProtocol.SASL_PLAINTEXT, KafkaProtocol.SASL_SSL)
+    if sasl:
+        mechanism = (values["sasl_mechanism"] or "").upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise ConfigError(f"{prefix}.sasl_mechanism", source.of(f"{prefix}.sasl_mechanism"),
+                              f"must be one of {', '.join(_SASL_MECHANISMS)} with {protocol.value}")
+        values["sasl_mechanism"] = mechanism
+        for name in ("username_env", "password_env"):
+            if not values[name]:
+                raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                                  f"{protocol.value} needs the name of an environment variable")
+    for name in ("username_env", "password_env", "truststore_password_env"):
+        variable = values[name]
+        if variable is None:
+            continue
+        if not _ENV_NAME.match(variable):
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"{variable!r} is not an environment variable name (the secret "
+                              "itself never goes in a file)")
+        if (sasl or name == "truststore_password_env") and not os.environ.get(variable):
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"environment variable {variable} is not set")
+    return KafkaSecurity(protocol=protocol, **values)
+
+
+def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPublish, ...]:
+    from medallion.tables import find_table  # tables imports this module
+
+    entries = kafka.get("publish", []) or []
+    if not isinstance(entries, list):
+        raise ConfigError("kafka.publish", source.of("kafka.publish"),
+                          "must be a list of {table, topic[, key]}")
+    published: list[KafkaPublish] = []
+    for i, entry in enumerate(entries):
+        key = f"kafka.publish[{i}]"
+        origin = source.of("kafka.publish")
+        if not isinstance(entry, Mapping) or set(entry) - {"table", "topic", "key"}:
+            raise ConfigError(key, origin, f"must map table, topic and key, got {entry!r}")
+        table, topic, columns = entry.get("table"), entry.get("topic"), entry.get("key", []) or []
+        try:
+            spec = find_table(str(table))
+        except KeyError as exc:
+            raise ConfigError(f"{key}.table", origin, str(exc.args[0])) from None
+        if spec.layer not in ("silver", "gold"):
+            raise ConfigError(f"{key}.table", origin, "only silver and gold tables are published")
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise ConfigError(f"{key}.topic", origin, f"{topic!r} is not a topic name")
+        if isinstance(columns, str):
+            columns = [columns]
+        unknown = [c for c in columns if c not in spec.column_names]
+        if not isinstance(columns, list) or unknown:
+            raise ConfigError(f"{key}.key", origin,
+                              f"must list columns of {spec.key}; unknown: {unknown or columns!r}")
+        published.append(KafkaPublish(spec.key, topic, tuple(columns)))
+    return tuple(published)
+
+
 def load_settings(
     env: str | None = None,
     conf_dir: str | Path | None = None,
     landing: str | None = None,
     lakehouse: str | None = None,
     trigger: str | None = None,
+    events_kind: str | None = None,
+    kafka_bootstrap: str | None = None,
 ) -> Settings:
     """Load and validate the settings of environment ``env`` (default ``$MEDALLION_ENV`` or local)."""
     env = env or os.environ.get(ENV_VAR_ENV) or DEFAULT_ENV
@@ -345,9 +572,19 @@ def load_settings(
     for value, key in ((landing, "landing"), (lakehouse, "lakehouse")):
         if value:
             source.merge(tree, {"paths": {key: value}}, f"--{key}")
+    for override, section, key, origin in (
+        (os.environ.get(ENV_VAR_EVENTS_KIND), "sources", "events_kind", f"${ENV_VAR_EVENTS_KIND}"),
+        (os.environ.get(ENV_VAR_KAFKA_BOOTSTRAP), "kafka", "bootstrap_servers",
+         f"${ENV_VAR_KAFKA_BOOTSTRAP}"),
+        (events_kind, "sources", "events_kind", "--events-from"),
+        (kafka_bootstrap, "kafka", "bootstrap_servers", "--bootstrap-servers"),
+    ):
+        if override:
+            source.merge(tree, {section: {key: override}}, origin)
 
     reader = _Reader(tree, source)
-    known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality")
+    known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality",
+                      "kafka")
     for key in tree:
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
@@ -400,18 +637,25 @@ def load_settings(
             source.of("streaming.trigger")),
     )
 
-    sources_section = reader.section("sources", {"events", "customers"})
+    sources_section = reader.section("sources", {"events", "customers", "events_kind"})
     sources = {
         "events": reader.string(sources_section, "sources.events", "events"),
         "customers": reader.string(sources_section, "sources.customers", "customers"),
     }
+    kind_text = reader.string(sources_section, "sources.events_kind", "files")
+    try:
+        kind = EventsKind(kind_text.lower())
+    except ValueError:
+        raise ConfigError("sources.events_kind", source.of("sources.events_kind"),
+                          f"{kind_text!r} is not one of files, kafka") from None
     from medallion.quality.spec import parse_quality
 
     quality = parse_quality(tree, source.of)
     catalog = _catalog_settings(reader, paths, spark)
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
-                    catalog=catalog, thrift=thrift, quality=quality)
+                    catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
+                    kafka=_kafka_settings(reader, source))
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -12,6 +12,7 @@ from medallion.bronze.job import start_bronze
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.job import start_gold
 from medallion.silver.job import start_silver
+from medallion.sinks.kafka import start_publish
 from medallion.streaming import RunningQuery, TableRun, await_all, serve
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class Layer(str, Enum):
     BRONZE = "bronze"
     SILVER = "silver"
     GOLD = "gold"
+    PUBLISH = "publish"  # the tables listed in kafka.publish, to their topics
     ALL = "all"
 
 
@@ -31,12 +33,15 @@ STARTERS: dict[Layer, Starter] = {
     Layer.BRONZE: start_bronze,
     Layer.SILVER: start_silver,
     Layer.GOLD: start_gold,
+    Layer.PUBLISH: start_publish,
 }
 
 
 def layers_of(layer: Layer) -> list[Layer]:
     """The layers a run of ``layer`` covers, upstream first."""
-    return [Layer.BRONZE, Layer.SILVER, Layer.GOLD] if layer is Layer.ALL else [layer]
+    if layer is Layer.ALL:
+        return [Layer.BRONZE, Layer.SILVER, Layer.GOLD, Layer.PUBLISH]
+    return [layer]
 
 
 def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,

@@ -100,6 +100,17 @@ def _quiet_metastore_warnings(spark: SparkSession) -> None:
             name, level)
 
 
+def kafka_packages(settings: Settings) -> tuple[str, ...]:
+    """Spark's Kafka connector, when a job uses Kafka: at ``kafka.connector_version`` if set,
+    else at the installed pyspark version."""
+    if not settings.uses_kafka:
+        return ()
+    from importlib.metadata import version
+
+    release = settings.kafka.connector_version or version("pyspark")
+    return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}",)
+
+
 def build_session(settings: Settings, register_tables: bool = True,
                   extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
@@ -117,7 +128,8 @@ def build_session(settings: Settings, register_tables: bool = True,
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
-        builder = builder.config("spark.jars.packages", ",".join(delta_packages(settings.spark.packages)))
+        builder = builder.config("spark.jars.packages", ",".join(
+            delta_packages(settings.spark.packages + kafka_packages(settings))))
     for key, value in {**session_conf(settings), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

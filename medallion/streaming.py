@@ -27,6 +27,7 @@ class TableRun:
     quarantined: int = 0
     duplicates_removed: int = 0
     late_rows_dropped: int = 0
+    offsets_missing: int = 0  # Kafka offsets asked for but no longer in the topic
     seconds: float = 0.0
     gate_seconds: float = 0.0  # time spent in the table's quality gate
     note: str = ""
@@ -86,14 +87,17 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
 def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
     """Why a query failed: what its writer recorded (a quality gate names the expectation and
     what it observed), else the first meaningful line of the error (Spark puts the cause first)."""
+    from medallion.sources.kafka import describe_kafka_failure
+
     known = running.cause() if running is not None and running.cause is not None else None
     if known:
         return known
-    for line in str(exc).splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Traceback", "File ", "JVM stacktrace")):
-            return line[:2000]
-    return type(exc).__name__
+    text = str(exc).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.strip()
+                  .startswith(("Traceback", "File ", "JVM stacktrace"))), type(exc).__name__)
+    # Kafka's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
+    loss = describe_kafka_failure(f"{text}\n{getattr(exc, '_stackTrace', '') or ''}")
+    return f"{loss} [{first[:1000]}]" if loss else first[:2000]
 
 
 @contextmanager

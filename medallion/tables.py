@@ -33,6 +33,20 @@ class TableSpec:
         return f"{self.layer}/{self.name}"
 
     @property
+    def column_names(self) -> list[str]:
+        """The columns' names, read from the DDL without a Spark session."""
+        names, depth, start = [], 0, 0
+        for i, char in enumerate(self.schema_ddl + ","):
+            if char in "(<":
+                depth += 1
+            elif char in ")>":
+                depth -= 1
+            elif char == "," and depth == 0:
+                names.append(self.schema_ddl[start:i].split()[0].strip("`"))
+                start = i + 1
+        return names
+
+    @property
     def schema(self) -> StructType:
         """The schema as a ``StructType``."""
         schema = StructType.fromDDL(self.schema_ddl)
@@ -52,6 +66,14 @@ BRONZE_EVENTS = TableSpec(
     "bronze", "events",
     "raw STRING, source_file STRING, ingested_at TIMESTAMP",
     "Every line of the events landing files, as written, broken lines included; append-only.",
+)
+BRONZE_EVENTS_KAFKA = TableSpec(
+    "bronze", "events_kafka",
+    "raw STRING, key STRING, topic STRING, partition INT, offset BIGINT, "
+    "kafka_timestamp TIMESTAMP, "
+    "source_file STRING, ingested_at TIMESTAMP",
+    "Every record of the events topics: the value as text (raw), key, topic, partition, offset and "
+    "Kafka timestamp; source_file is kafka://topic/partition/offset. Append-only.",
 )
 BRONZE_CUSTOMERS = TableSpec(
     "bronze", "customers",
@@ -109,7 +131,7 @@ QUALITY_RESULTS = TableSpec(
 )
 
 ALL_TABLES: tuple[TableSpec, ...] = (
-    BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+    BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
     GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS, GOLD_SEGMENT_REVENUE_1H,
     SILVER_BATCH_METRICS, QUALITY_RESULTS,
 )

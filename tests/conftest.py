@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, load_settings
 from medallion.spark import build_session
+from tests.kafka_broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -29,12 +30,26 @@ def make_settings(root: Path, **overrides: str) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """The project's session (local[2], 2 shuffle partitions, UI off), shared by every test."""
-    settings = make_settings(tmp_path_factory.mktemp("session"))
+    """The project's session (local[2], 2 shuffle partitions, UI off), shared by every test.
+
+    Built with Kafka configured, so the session has Spark's Kafka connector for the Kafka tests.
+    """
+    settings = make_settings(tmp_path_factory.mktemp("session"), events_kind="kafka")
     session = build_session(settings, register_tables=False)
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A real Kafka broker (KRaft, loopback, free ports) from infra/kafka, stopped at the end."""
+    broker = Broker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture

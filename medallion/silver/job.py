@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Settings, Trigger
+from medallion.config import EventsKind, Settings, Trigger
 from medallion.quality.gate import QualityGate
 from medallion.silver.transforms import (
     deduplicate_in_batch,
@@ -38,10 +38,12 @@ from medallion.streaming import RunningQuery, TableRun, failing_as
 from medallion.tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
+    BRONZE_EVENTS_KAFKA,
     QUALITY_RESULTS,
     SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
+    TableSpec,
 )
 
 log = logging.getLogger(__name__)
@@ -129,14 +131,24 @@ class SilverBatchWriter:
         run.gate_seconds = self.gate.seconds if self.gate else 0.0
 
 
+def bronze_events_of(settings: Settings) -> TableSpec:
+    """The bronze table silver reads events from: bronze/events, or bronze/events_kafka.
+
+    Both hold ``raw, source_file, ingested_at``, which is all silver reads. Switching an existing
+    lakehouse from one to the other fails loudly: silver's checkpoint names its source table.
+    """
+    return BRONZE_EVENTS_KAFKA if settings.events_kind is EventsKind.KAFKA else BRONZE_EVENTS
+
+
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start processing what is new in bronze/events into silver/events and its quarantine."""
+    """Start processing what is new in bronze events into silver/events and its quarantine."""
     with failing_as(SILVER_EVENTS.key):
         return [_start_silver(spark, settings, trigger)]
 
 
 def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
-    for spec in (BRONZE_EVENTS, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+    bronze = bronze_events_of(settings)
+    for spec in (bronze, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
         ensure_table(spark, spec, spec.path(settings),
                      settings.catalog.tables.get(spec.qualified_name))
@@ -146,8 +158,9 @@ def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> 
     gate = QualityGate(SILVER_EVENTS, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
     writer = SilverBatchWriter(settings, checkpoint, gate=gate)
-    stream = read_table_stream(spark, BRONZE_EVENTS.path(settings),
-                               settings.streaming.max_files_per_trigger)
+    stream = read_table_stream(spark, bronze.path(settings),
+                               settings.streaming.max_files_per_trigger
+                               ).select("raw", "source_file", "ingested_at")
     query = with_trigger(
         stream.writeStream.queryName(SILVER_EVENTS.key)
         .option("checkpointLocation", checkpoint)

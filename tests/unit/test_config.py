@@ -25,7 +25,8 @@ BASE = "paths:\n  landing: /l\n  lakehouse: /h\nstreaming:\n  max_files_per_trig
 def test_overlay_changes_only_what_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEDALLION_LANDING", raising=False)
     monkeypatch.delenv("MEDALLION_LAKEHOUSE", raising=False)
-    conf = write_conf(tmp_path, BASE, prod="paths:\n  lakehouse: s3a://bucket/lake/\n")
+    conf = write_conf(tmp_path, BASE, prod="paths:\n  lakehouse: s3a://bucket/lake/\n"
+                                            "catalog:\n  metastore: in-memory\n")
     settings = load_settings(env="prod", conf_dir=conf)
     assert settings.paths.landing == "/l"
     assert settings.paths.lakehouse == "s3a://bucket/lake"

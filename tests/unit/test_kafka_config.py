@@ -1,0 +1,106 @@
+"""Kafka configuration: typed, validated before Spark starts, secrets only from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medallion.config import ConfigError, EventsKind, KafkaProtocol, load_settings
+from medallion.sources.kafka import (
+    describe_data_loss,
+    describe_kafka_failure,
+    kafka_client_options,
+)
+from medallion.spark import kafka_packages
+from tests.conftest import REPO
+
+
+def _conf(tmp_path: Path, overlay: str) -> Path:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    (conf / "local.yaml").write_text(overlay)
+    return conf
+
+
+def _load(tmp_path: Path, overlay: str, **kw: str):  # type: ignore[no-untyped-def]
+    return load_settings(env="local", conf_dir=_conf(tmp_path, overlay),
+                         landing=str(tmp_path / "l"), lakehouse=str(tmp_path / "h"), **kw)
+
+
+def test_defaults_read_files_and_leave_the_kafka_connector_out(tmp_path: Path) -> None:
+    settings = _load(tmp_path, "")
+    assert settings.events_kind is EventsKind.FILES
+    assert not settings.uses_kafka
+    assert kafka_packages(settings) == ()
+
+
+def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None:
+    settings = _load(tmp_path, "kafka:\n  topics: [a, b]\n  max_offsets_per_trigger: 50\n",
+                     events_kind="kafka", kafka_bootstrap="127.0.0.1:1234")
+    assert settings.uses_kafka
+    assert kafka_packages(settings) == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",)
+    assert settings.kafka.topics == ("a", "b")
+    assert settings.kafka.max_offsets_per_trigger == 50
+    assert kafka_client_options(settings.kafka) == {
+        "kafka.bootstrap.servers": "127.0.0.1:1234", "kafka.security.protocol": "PLAINTEXT"}
+
+
+@pytest.mark.parametrize(("overlay", "key"), [
+    ("kafka:\n  bootstrap_servers: no-port\n", "kafka.bootstrap_servers"),
+    ("kafka:\n  topics: []\n", "kafka.topics"),
+    ("kafka:\n  starting_offsets: yesterday\n", "kafka.starting_offsets"),
+    ("kafka:\n  fail_on_data_loss: maybe\n", "kafka.fail_on_data_loss"),
+    ("kafka:\n  max_offsets_per_trigger: 0\n", "kafka.max_offsets_per_trigger"),
+    ("kafka:\n  client_options:\n    sasl.jaas.config: x\n",
+     "kafka.client_options.sasl.jaas.config"),
+    ("kafka:\n  security:\n    protocol: SASL_SSL\n    sasl_mechanism: PLAIN\n"
+     "    username_env: MEDALLION_TEST_NO_SUCH_USER\n    password_env: MEDALLION_TEST_NO_SUCH_PW\n",
+     "kafka.security.username_env"),
+    ("kafka:\n  security:\n    password: hunter2\n", "kafka.security.password"),
+    ("kafka:\n  publish:\n    - {table: bronze/events, topic: t}\n", "kafka.publish[0].table"),
+    ("kafka:\n  publish:\n    - {table: silver/events, topic: t, key: [nope]}\n",
+     "kafka.publish[0].key"),
+    ("sources:\n  events_kind: pigeons\n", "sources.events_kind"),
+])
+def test_bad_kafka_configuration_names_key_and_file(tmp_path: Path, overlay: str, key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        _load(tmp_path, overlay)
+    assert error.value.key == key
+    assert error.value.source.endswith("local.yaml")
+
+
+def test_sasl_secrets_come_from_the_environment(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_USER_FOR_TEST", "svc")
+    monkeypatch.setenv("KAFKA_PW_FOR_TEST", 'p"w')
+    settings = _load(tmp_path, "kafka:\n  security:\n    protocol: SASL_SSL\n"
+                     "    sasl_mechanism: scram-sha-512\n    username_env: KAFKA_USER_FOR_TEST\n"
+                     "    password_env: KAFKA_PW_FOR_TEST\n")
+    assert settings.kafka.security.protocol is KafkaProtocol.SASL_SSL
+    assert "p\"w" not in repr(settings)  # the secret is not held in the settings
+    options = kafka_client_options(settings.kafka)
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="svc" password="p\\"w";')
+
+
+def test_data_loss_description_names_topic_partition_offsets() -> None:
+    text = ("Some data may have been lost because they are not available in Kafka any more;\n"
+            "Reason: Could not read records in offset [5, 10) for topic partition my.topic-3\n")
+    assert describe_data_loss(text) == (
+        "Kafka data lost: offsets [5, 10) of my.topic-3 could not be read (topic my.topic, "
+        "partition 3); they aged out or were deleted before bronze read them. Set "
+        "kafka.fail_on_data_loss: false to skip and count such gaps.")
+    assert describe_data_loss("Connection refused") is None
+
+
+def test_a_broker_timeout_is_told_as_such() -> None:
+    text = ("terminated with exception: org.apache.kafka.common.errors.TimeoutException: "
+            "Timed out waiting for a node assignment. Call: listNodes")
+    assert describe_kafka_failure(text) == (
+        "Kafka did not answer in time (broker down or unreachable?); nothing of the unfinished "
+        "batch was committed, rerun once the broker is back")
+    assert describe_kafka_failure("java.io.FileNotFoundException: x") is None
