@@ -47,6 +47,22 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
     show.add_argument("--limit", type=int, default=20)
+
+    land = commands.add_parser("land", parents=[common],
+                               help="upload files to the landing zone (multipart, checksums verified)")
+    land.add_argument("files", nargs="+", metavar="FILE")
+    land.add_argument("--entity", choices=["events", "customers"],
+                      help="landing folder (default: .json -> events, .csv -> customers)")
+    land.add_argument("--part-size-mib", type=int, default=16,
+                      help="multipart part size; larger files are uploaded in parts (min 5)")
+
+    infra = commands.add_parser("infra", parents=[common],
+                                help="plan or apply the buckets of the configured paths")
+    infra.add_argument("action", choices=["plan", "apply", "policy"],
+                       help="plan: print what apply would change (dry run); apply: change it; "
+                            "policy: print the job role's IAM policy")
+    infra.add_argument("--allow-unsupported", action="store_true",
+                       help="apply: accept calls an S3-compatible server does not implement")
     return parser
 
 
@@ -100,7 +116,46 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show}
+def _land(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from medallion.landing import MIB, land_files
+
+    landed = land_files(settings, [Path(f) for f in args.files], entity=args.entity,
+                        part_size=args.part_size_mib * MIB)
+    for each in landed:
+        state = "already there" if each.skipped else f"uploaded in {each.parts} part(s)"
+        print(f"{each.source} -> {each.target}: {each.size} bytes, {state}, sha256 {each.checksum}")
+    return 0
+
+
+def _infra(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from medallion.infra.policy import job_policy
+    from medallion.infra.provision import apply, format_plan, plan
+    from medallion.s3 import s3_client
+
+    if args.action == "policy":
+        print(json.dumps(job_policy(settings), indent=2))
+        return 0
+    client = s3_client(settings.s3)
+    planned = plan(client, settings)
+    print(f"environment {settings.env}, endpoint {settings.s3.endpoint or 'AWS'}")
+    print(format_plan(planned))
+    if args.action == "plan":
+        print("job role policy (medallion infra policy prints it alone):")
+        print(json.dumps(job_policy(settings), indent=2))
+        return 0
+    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported)
+    print(f"applied {len(result.applied)} change(s)")
+    for change in result.unsupported:
+        print(f"  not implemented by the server: {change}")
+    return 0
+
+
+COMMANDS = {"run": _run, "generate": _generate, "sql": _sql, "show": _show, "land": _land,
+            "infra": _infra}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -114,6 +169,8 @@ def configure_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
+    from medallion.infra.provision import ProvisionError
+    from medallion.landing import LandingError
     from medallion.sinks.delta import CheckpointError
     from medallion.streaming import JobError
 
@@ -126,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except (JobError, CheckpointError) as exc:
+    except (JobError, CheckpointError, LandingError, ProvisionError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
 

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from medallion.catalog import register_tables as register_existing_tables
 from medallion.config import Settings
+from medallion.s3a import apply_hadoop_conf, s3_packages, s3a_conf
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     """Maven coordinates of the Delta jar matching the installed delta-spark, plus ``extra``."""
     from importlib.metadata import version
 
-    return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", *extra]
+    packages = [f"io.delta:delta-spark_2.13:{version('delta-spark')}"]
+    return packages + [p for p in extra if p not in packages]
 
 
 def build_session(settings: Settings, register_tables: bool = True) -> SparkSession:
@@ -55,9 +57,11 @@ def build_session(settings: Settings, register_tables: bool = True) -> SparkSess
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
-        builder = builder.config("spark.jars.packages", ",".join(delta_packages(settings.spark.packages)))
+        extra = (*settings.spark.packages, *s3_packages(settings))
+        builder = builder.config("spark.jars.packages", ",".join(delta_packages(extra)))
     conf = {
         **BASE_CONF,
+        **s3a_conf(settings.s3),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         # Databases of the session catalog live beside the tables, not in the working directory.
         "spark.sql.warehouse.dir": f"{settings.paths.lakehouse}/_catalog",
@@ -67,6 +71,7 @@ def build_session(settings: Settings, register_tables: bool = True) -> SparkSess
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    apply_hadoop_conf(spark, conf)  # a session that already ran gets this lakehouse's S3 settings
     spark.sparkContext.setLogLevel(settings.spark.log_level)
     log.info("spark %s session ready (master %s)", spark.version, spark.sparkContext.master)
     if register_tables:
