@@ -17,7 +17,13 @@ from importlib.metadata import version
 
 from pyspark.sql import SparkSession
 
-from medallion.config import DeltaLogStore, S3Settings, Settings, SseAlgorithm, bundled_hadoop_version
+from medallion.config import (
+    DeltaLogStore,
+    S3Settings,
+    Settings,
+    SseAlgorithm,
+    bundled_hadoop_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ def s3a_conf(s3: S3Settings) -> dict[str, str]:
     conf = {
         # s3:// paths (as AWS consoles print them) go through S3A too.
         "spark.hadoop.fs.s3.impl": S3A_FILESYSTEM,
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
         "spark.hadoop.fs.s3a.aws.credentials.provider": DEFAULT_CREDENTIALS_PROVIDER,
         "spark.hadoop.fs.s3a.path.style.access": str(s3.path_style_access).lower(),
     }
@@ -82,7 +89,8 @@ def s3a_conf(s3: S3Settings) -> dict[str, str]:
 
 def hadoop_settings(conf: Mapping[str, str]) -> dict[str, str]:
     """The ``spark.hadoop.*`` entries of ``conf``, as Hadoop keys (prefix removed)."""
-    return {k.removeprefix(_HADOOP_PREFIX): v for k, v in conf.items() if k.startswith(_HADOOP_PREFIX)}
+    return {k.removeprefix(_HADOOP_PREFIX): v
+            for k, v in conf.items() if k.startswith(_HADOOP_PREFIX)}
 
 
 def apply_hadoop_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:

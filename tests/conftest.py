@@ -13,6 +13,7 @@ from medallion.config import Settings, load_settings
 from medallion.spark import build_session
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.s3_support"]  # the S3-compatible server and its settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 

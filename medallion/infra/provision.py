@@ -115,7 +115,7 @@ def targets_of(settings: Settings) -> list[BucketTarget]:
     roles: dict[str, list[tuple[str, str]]] = {}
     roles.setdefault(landing.bucket, []).append(("landing", landing.uri))
     roles.setdefault(lakehouse.bucket, []).append(("lakehouse", lakehouse.uri))
-    roles[lakehouse.bucket].append(("checkpoints", settings.checkpoint_path("")))
+    roles[lakehouse.bucket].append(("checkpoints", settings.checkpoint_path("").rstrip("/")))
     s3 = settings.s3
     targets = []
     for bucket, held in roles.items():
