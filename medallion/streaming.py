@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
@@ -84,10 +85,40 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
     return runs
 
 
-def _cause(exc: StreamingQueryException) -> str:
+def _cause(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    root = root_cause(exc)
+    if root and root not in first:
+        first = f"{first} (root cause: {root})"
     return first[:2000]
+
+
+def _java_throwable(exc: BaseException) -> Any:
+    """The JVM exception behind a PySpark or Py4J error, if there is one."""
+    return getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost JVM cause of ``exc`` as ``Class: message`` (empty when there is none).
+
+    A storage outage surfaces as a stage failure wrapping a Hadoop error wrapping the SDK's
+    connection error; the innermost one says what actually went wrong.
+    """
+    throwable = _java_throwable(exc)
+    try:
+        seen = 0
+        while throwable is not None and throwable.getCause() is not None and seen < 30:
+            throwable = throwable.getCause()
+            seen += 1
+        return "" if throwable is None else str(throwable.toString()).splitlines()[0][:500]
+    except Exception:  # noqa: BLE001 - the JVM may be gone; the message is a courtesy
+        return ""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line saying why a job failed, with the JVM's root cause when there is one."""
+    return _cause(exc)
 
 
 def serve(queries: list[RunningQuery]) -> list[TableRun]:
