@@ -48,8 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
     show.add_argument("--limit", type=int, default=20)
 
-    land = commands.add_parser("land", parents=[common],
-                               help="upload files to the landing zone (multipart, checksums verified)")
+    land = commands.add_parser(
+        "land", parents=[common],
+        help="upload files to the landing zone (multipart, checksums verified)")
     land.add_argument("files", nargs="+", metavar="FILE")
     land.add_argument("--entity", choices=["events", "customers"],
                       help="landing folder (default: .json -> events, .csv -> customers)")
@@ -119,10 +120,15 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
 def _land(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from medallion.landing import MIB, land_files
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    landed = land_files(settings, [Path(f) for f in args.files], entity=args.entity,
-                        part_size=args.part_size_mib * MIB)
+    from medallion.landing import MIB, LandingError, land_files
+
+    try:
+        landed = land_files(settings, [Path(f) for f in args.files], entity=args.entity,
+                            part_size=args.part_size_mib * MIB)
+    except (BotoCoreError, ClientError) as exc:
+        raise LandingError(f"upload to {settings.paths.landing} failed: {exc}") from exc
     for each in landed:
         state = "already there" if each.skipped else f"uploaded in {each.parts} part(s)"
         print(f"{each.source} -> {each.target}: {each.size} bytes, {state}, sha256 {each.checksum}")
@@ -132,15 +138,20 @@ def _land(args: argparse.Namespace, settings: Settings) -> int:
 def _infra(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
+    from botocore.exceptions import BotoCoreError
+
     from medallion.infra.policy import job_policy
-    from medallion.infra.provision import apply, format_plan, plan
+    from medallion.infra.provision import ProvisionError, apply, format_plan, plan
     from medallion.s3 import s3_client
 
     if args.action == "policy":
         print(json.dumps(job_policy(settings), indent=2))
         return 0
     client = s3_client(settings.s3)
-    planned = plan(client, settings)
+    try:
+        planned = plan(client, settings)
+    except BotoCoreError as exc:  # no route, no credentials: say so without a traceback
+        raise ProvisionError(f"cannot read the buckets' state: {exc}") from exc
     print(f"environment {settings.env}, endpoint {settings.s3.endpoint or 'AWS'}")
     print(format_plan(planned))
     if args.action == "plan":

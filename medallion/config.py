@@ -403,7 +403,7 @@ def _choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: Enu
     try:
         return enum(value)
     except ValueError:
-        choices = ", ".join(str(member.value) for member in enum)  # type: ignore[attr-defined]
+        choices = ", ".join(str(member.value) for member in enum)
         raise ConfigError(key, source.of(key), f"{value!r} is not one of {choices}") from None
 
 

@@ -77,13 +77,15 @@ def expected_checksum(path: Path, part_size: int) -> tuple[str, int]:
 
 
 def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
-    """The landing folder a file goes to: given, or from its suffix (.json events, .csv customers)."""
+    """The landing folder a file goes to: given, or by suffix (.json events, .csv customers)."""
     name = entity or ENTITY_BY_SUFFIX.get(path.suffix.lower())
     if name is None:
         known = ", ".join(f"{s} -> {e}" for s, e in ENTITY_BY_SUFFIX.items())
-        raise LandingError(f"{path}: cannot tell which source it belongs to ({known}); use --entity")
+        raise LandingError(
+            f"{path}: cannot tell which source it belongs to ({known}); use --entity")
     if name not in settings.sources:
-        raise LandingError(f"{path}: unknown source {name!r} (known: {', '.join(settings.sources)})")
+        known = ", ".join(settings.sources)
+        raise LandingError(f"{path}: unknown source {name!r} (known: {known})")
     return settings.sources[name]
 
 
@@ -116,7 +118,8 @@ def _copy_local(path: Path, folder: Path, part_size: int) -> LandedFile:
     size = path.stat().st_size
     if target.exists():
         if expected_checksum(target, part_size)[0] != checksum:
-            raise LandingError(f"{target} already exists with other content; land it under a new name")
+            raise LandingError(
+                f"{target} already exists with other content; land it under a new name")
         return LandedFile(path, str(target), size, parts, checksum, skipped=True)
     folder.mkdir(parents=True, exist_ok=True)
     hidden = folder / f".{path.name}.landing"

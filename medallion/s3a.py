@@ -100,6 +100,6 @@ def apply_hadoop_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
     a session that already runs (one test session, several lakehouses) gets them here. File
     systems opened later (a new bucket) see them; Hadoop caches one S3A instance per bucket.
     """
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop_settings(conf).items():
         hadoop_conf.set(key, value)

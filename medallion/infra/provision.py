@@ -121,17 +121,19 @@ def targets_of(settings: Settings) -> list[BucketTarget]:
     for bucket, held in roles.items():
         rules: list[dict[str, Any]] = [{
             "ID": RULE_ABORT_UPLOADS, "Filter": {"Prefix": ""}, "Status": "Enabled",
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": s3.abort_incomplete_uploads_days},
+            "AbortIncompleteMultipartUpload": {
+                "DaysAfterInitiation": s3.abort_incomplete_uploads_days},
         }]
         if s3.versioning:
-            rules.append({"ID": RULE_NONCURRENT, "Filter": {"Prefix": ""}, "Status": "Enabled",
-                          "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_VERSION_DAYS}})
+            rules.append({
+                "ID": RULE_NONCURRENT, "Filter": {"Prefix": ""}, "Status": "Enabled",
+                "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_VERSION_DAYS}})
         if bucket == landing.bucket:
             rules.append({"ID": RULE_EXPIRE_LANDING,
                           "Filter": {"Prefix": f"{landing.prefix}/" if landing.prefix else ""},
                           "Status": "Enabled", "Expiration": {"Days": s3.landing_expiry_days}})
-        targets.append(BucketTarget(bucket, tuple(held), s3.versioning, desired_encryption(settings),
-                                    tuple(rules)))
+        targets.append(BucketTarget(bucket, tuple(held), s3.versioning,
+                                    desired_encryption(settings), tuple(rules)))
     return targets
 
 
@@ -140,7 +142,7 @@ def _text(value: Any) -> str:
 
 
 def _read(call: Any, absent_codes: set[str]) -> Any:
-    """The result of a get call; ``MISSING`` for the codes meaning "not set", ``UNKNOWN`` for 501."""
+    """A get call's result; ``MISSING`` for codes meaning "not set", ``UNKNOWN`` for 501."""
     try:
         return call()
     except Exception as exc:  # noqa: BLE001 - classified below, re-raised otherwise
@@ -162,14 +164,15 @@ def _bucket_exists(client: Any, bucket: str) -> bool:
     return True
 
 
-def current_state(client: Any, bucket: str, our_rules: tuple[str, ...] = OUR_RULES) -> dict[str, str]:
+def current_state(client: Any, bucket: str,
+                  our_rules: tuple[str, ...] = OUR_RULES) -> dict[str, str]:
     """Each setting of ``bucket`` as text comparable with :func:`desired_state`."""
     if not _bucket_exists(client, bucket):
         return dict.fromkeys(SETTINGS, MISSING)
     state = {"bucket": "present"}
     versioning = _read(lambda: client.get_bucket_versioning(Bucket=bucket), set())
-    state["versioning"] = versioning if isinstance(versioning, str) else (
-        "Enabled" if versioning.get("Status") == "Enabled" else versioning.get("Status", "never enabled"))
+    state["versioning"] = versioning if isinstance(versioning, str) else str(
+        versioning.get("Status", "never enabled"))
     encryption = _read(lambda: client.get_bucket_encryption(Bucket=bucket),
                        {"ServerSideEncryptionConfigurationNotFoundError"})
     state["encryption"] = encryption if isinstance(encryption, str) else _text(
@@ -184,8 +187,8 @@ def current_state(client: Any, bucket: str, our_rules: tuple[str, ...] = OUR_RUL
         state["lifecycle"] = UNKNOWN
     else:
         rules = [] if isinstance(lifecycle, str) else lifecycle.get("Rules", [])
-        state["lifecycle"] = _text(sorted((_normal_rule(r) for r in rules if r.get("ID") in our_rules),
-                                          key=lambda r: r["ID"]))
+        ours = (_normal_rule(r) for r in rules if r.get("ID") in our_rules)
+        state["lifecycle"] = _text(sorted(ours, key=lambda r: r["ID"]))
     return state
 
 
@@ -259,7 +262,8 @@ def _apply_change(client: Any, settings: Settings, target: BucketTarget, change:
         raise ProvisionError(f"unknown setting {change.setting}")
 
 
-def apply(client: Any, settings: Settings, planned: Plan, allow_unsupported: bool = False) -> ApplyResult:
+def apply(client: Any, settings: Settings, planned: Plan,
+          allow_unsupported: bool = False) -> ApplyResult:
     """Make the planned changes, in order; report those the server does not implement."""
     result = ApplyResult()
     targets = {t.name: t for t in planned.targets}

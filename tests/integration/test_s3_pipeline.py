@@ -49,7 +49,8 @@ def test_pipeline_on_s3_matches_the_local_run(
     lakehouse = parse_s3(settings.paths.lakehouse)
     on_disk = s3_server.data_dir / lakehouse.bucket / lakehouse.prefix
     for spec in ALL_TABLES:
-        commits = sorted((on_disk / (spec.folder or spec.layer) / spec.name / "_delta_log").glob("*.json"))
+        log_dir = on_disk / (spec.folder or spec.layer) / spec.name / "_delta_log"
+        commits = sorted(log_dir.glob("*.json"))
         assert commits, spec.key
         for commit in commits:
             for line in commit.read_text(encoding="utf-8").splitlines():
