@@ -78,7 +78,24 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
     start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
     spec = GenerateSpec(events=args.events, files=args.files, users=args.users, seed=args.seed,
                         burst=args.burst, start=start)
-    written = generate_landing(settings.paths.landing, spec, with_customers=not args.no_customers)
+    from medallion.s3 import is_s3
+
+    if is_s3(settings.paths.landing):
+        # Object storage: write the files locally, then land them (verified uploads).
+        import tempfile
+        from pathlib import Path
+
+        from medallion.landing import land_files
+
+        with tempfile.TemporaryDirectory() as staging:
+            files = generate_landing(staging, spec, with_customers=not args.no_customers)
+            events = [f for f in files if f.parent.name == "events"]
+            land_files(settings, events, entity="events")
+            land_files(settings, [f for f in files if f not in events], entity="customers")
+            written: list[Path] = files
+    else:
+        written = generate_landing(settings.paths.landing, spec,
+                                   with_customers=not args.no_customers)
     print(f"wrote {args.events} events in {len(written)} files under {settings.paths.landing}")
     return 0
 

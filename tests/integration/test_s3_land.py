@@ -61,3 +61,19 @@ def test_land_command(s3_settings_factory: S3SettingsFactory, tmp_path: Path,
     assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), "--entity", "customers",
                  str(data)]) == 0
     assert f"s3a://{bucket}/landing/customers/c.txt" in capsys.readouterr().out
+
+
+def test_generate_lands_sample_files_on_s3(s3_settings_factory: S3SettingsFactory,
+                                           tmp_path: Path) -> None:
+    settings = s3_settings_factory()
+    bucket = settings.paths.landing.split("/")[2]
+    conf_dir = tmp_path / f"conf-{bucket.removesuffix('-landing')}"
+    assert main(["generate", "--env", "s3test", "--conf-dir", str(conf_dir), "--events", "20",
+                 "--files", "2", "--burst", "b1"]) == 0
+    listed = s3_client(settings.s3).list_objects_v2(Bucket=bucket, Prefix="landing/")
+    assert sorted(obj["Key"] for obj in listed["Contents"]) == [
+        "landing/customers/customers-b1.csv",
+        "landing/events/b1-0000.json",
+        "landing/events/b1-0001.json",
+    ]
+    assert not (Path.cwd() / "s3a:").exists()
