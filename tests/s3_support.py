@@ -78,8 +78,20 @@ S3SettingsFactory = Callable[..., Settings]
 
 
 @pytest.fixture
-def s3_settings_factory(s3_server: S3ProxyServer, tmp_path: Path) -> S3SettingsFactory:
-    """Settings of an ``s3test`` overlay: landing and lakehouse in new buckets on the server."""
+def clean_medallion_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clear the variables that override configured paths (``make`` exports local ones)."""
+    for variable in ("MEDALLION_LANDING", "MEDALLION_LAKEHOUSE", "MEDALLION_S3_ENDPOINT",
+                     "MEDALLION_ENV"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+@pytest.fixture
+def s3_settings_factory(s3_server: S3ProxyServer, tmp_path: Path,
+                        clean_medallion_env: None) -> S3SettingsFactory:
+    """Settings of an ``s3test`` overlay: landing and lakehouse in new buckets on the server.
+
+    The overlay's paths and endpoint win, also through the CLI (see ``clean_medallion_env``).
+    """
 
     def make(name: str = "", create_buckets: bool = True, **s3: Any) -> Settings:
         prefix = f"t{os.getpid()}-{next(_BUCKET_SEQUENCE)}{name}"

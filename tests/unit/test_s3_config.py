@@ -11,6 +11,7 @@ from medallion.s3a import hadoop_settings, s3_packages, s3a_conf
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("clean_medallion_env")
 
 
 def _load(tmp_path: Path, overlay: dict, env: str = "t") -> object:

@@ -12,6 +12,7 @@ from medallion.infra.provision import ProvisionError, targets_of
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("clean_medallion_env")
 
 
 def test_dev_policy_grants_exactly_the_configured_prefixes() -> None:
