@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Trigger
@@ -23,6 +24,8 @@ def _lines(files: list[Path], suffix: str) -> list[str]:
             for line in f.read_text(encoding="utf-8").splitlines()]
 
 
+# Two whole pipeline runs (the shared local reference, then S3); slow on a loaded machine.
+@pytest.mark.timeout(1800)
 def test_pipeline_on_s3_matches_the_local_run(
     s3_spark: SparkSession, s3_server: S3ProxyServer, s3_settings_factory: S3SettingsFactory,
     local_reference: tuple[list[Path], dict[str, list[tuple[Any, ...]]]],

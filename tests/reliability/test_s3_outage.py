@@ -45,6 +45,7 @@ def _assert_commits_whole(client: Any, bucket: str, prefix: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # two runs on S3 (one cut short); slow on a loaded machine
 def test_server_stopped_mid_run_then_restarted(
     s3_spark: SparkSession, s3_server: S3ProxyServer, s3_settings_factory: S3SettingsFactory,
     local_reference: tuple[list[Path], dict[str, list[tuple[Any, ...]]]],
