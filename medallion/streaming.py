@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -88,6 +89,10 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
 def _cause(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    java = getattr(exc, "java_exception", None)
+    if java is not None:  # Py4J's own first line only names the JVM call; the exception says more
+        with contextlib.suppress(Exception):  # the JVM may be gone: keep Py4J's line
+            first = str(java.toString()).splitlines()[0]
     root = root_cause(exc)
     if root and root not in first:
         first = f"{first} (root cause: {root})"
