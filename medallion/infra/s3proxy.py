@@ -17,6 +17,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                      "server accepts them, and medallion's clients find them in the environment")
     server = S3ProxyServer(Path(args.data).resolve(), port=args.port or free_port(),
                            access_key=access_key, secret_key=secret_key)
+    # SIGTERM (kill, make's ^C) must stop the JVM too: it runs in a session of its own.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server.start()
     print(f"S3Proxy at {server.endpoint}, serving {server.data_dir}; in the shell that runs "
           f"medallion: export MEDALLION_S3_ENDPOINT={server.endpoint}", flush=True)
