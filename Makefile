@@ -12,12 +12,12 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo
+.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ run: setup ## generate sample data, run bronze -> silver -> gold, show the gold 
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup ## run the test suite (unit, integration, reliability)
+test: setup s3proxy ## run the test suite (unit, integration, reliability)
 	$(BIN)/pytest -q
 
 test-unit: setup ## run the unit tests only
@@ -69,6 +69,27 @@ kafka-demo: setup ## publish sample events to the local broker and run them to g
 	$(BIN)/medallion produce --events 5000 --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
 	$(BIN)/medallion run all --events-from kafka --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
 	$(BIN)/medallion show --limit 10
+
+# ---- S3: the local S3-compatible server, and the buckets of an environment ------------------
+S3PROXY_STAMP := infra/s3proxy/lib/.resolved
+ENV ?= dev
+
+$(S3PROXY_STAMP): infra/s3proxy/pom.xml
+	rm -rf infra/s3proxy/lib
+	mvn -q -B -f infra/s3proxy/pom.xml package
+	touch $@
+
+s3proxy: $(S3PROXY_STAMP) ## fetch S3Proxy (the tests' S3-compatible server) from Maven Central
+
+s3-server: setup s3proxy ## serve $(DATA)/s3 over S3 on 127.0.0.1 (export AWS_ACCESS_KEY_ID/SECRET first)
+	$(BIN)/python -m medallion.infra.s3proxy --data $(DATA)/s3
+
+# The buckets come from conf/$(ENV).yaml, not from the local MEDALLION_* paths exported above.
+infra-plan: setup ## dry run: print what infra-apply would change for ENV (make infra-plan ENV=dev)
+	env -u MEDALLION_LANDING -u MEDALLION_LAKEHOUSE $(BIN)/medallion infra plan --env $(ENV)
+
+infra-apply: setup ## create or fix the buckets of ENV: versioning, encryption, lifecycle, no public access
+	env -u MEDALLION_LANDING -u MEDALLION_LAKEHOUSE $(BIN)/medallion infra apply --env $(ENV) $(INFRA_FLAGS)
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

@@ -93,6 +93,23 @@ def _parser() -> argparse.ArgumentParser:
                          help="how many recent checked batches per table (default 20)")
     quality.add_argument("--docs", metavar="DIR",
                          help="also build Great Expectations Data Docs pages into DIR")
+
+    land = commands.add_parser(
+        "land", parents=[common],
+        help="upload files to the landing zone (multipart, checksums verified)")
+    land.add_argument("files", nargs="+", metavar="FILE")
+    land.add_argument("--entity", choices=["events", "customers"],
+                      help="landing folder (default: .json -> events, .csv -> customers)")
+    land.add_argument("--part-size-mib", type=int, default=16,
+                      help="multipart part size; larger files are uploaded in parts (min 5)")
+
+    infra = commands.add_parser("infra", parents=[common],
+                                help="plan or apply the buckets of the configured paths")
+    infra.add_argument("action", choices=["plan", "apply", "policy"],
+                       help="plan: print what apply would change (dry run); apply: change it; "
+                            "policy: print the job role's IAM policy")
+    infra.add_argument("--allow-unsupported", action="store_true",
+                       help="apply: accept calls an S3-compatible server does not implement")
     return parser
 
 
@@ -109,9 +126,26 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
     start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
     spec = GenerateSpec(events=args.events, files=args.files, users=args.users, seed=args.seed,
                         burst=args.burst, start=start)
-    written = generate_landing(settings.paths.landing, spec, with_customers=not args.no_customers)
-    events = sum(1 for path in written if path.suffix == ".json")
-    print(f"wrote {args.events} events in {events} files under {settings.paths.landing}")
+    from medallion.s3 import is_s3
+
+    if is_s3(settings.paths.landing):
+        # Object storage: write the files locally, then land them (verified uploads).
+        import tempfile
+        from pathlib import Path
+
+        from medallion.landing import land_files
+
+        with tempfile.TemporaryDirectory() as staging:
+            files = generate_landing(staging, spec, with_customers=not args.no_customers)
+            events = [f for f in files if f.parent.name == "events"]
+            land_files(settings, events, entity="events")
+            land_files(settings, [f for f in files if f not in events], entity="customers")
+            written: list[Path] = files
+    else:
+        written = generate_landing(settings.paths.landing, spec,
+                                   with_customers=not args.no_customers)
+    event_files = sum(1 for path in written if path.suffix == ".json")
+    print(f"wrote {args.events} events in {event_files} files under {settings.paths.landing}")
     return 0
 
 
@@ -217,8 +251,56 @@ def _quality(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _land(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from medallion.landing import MIB, LandingError, land_files
+
+    try:
+        landed = land_files(settings, [Path(f) for f in args.files], entity=args.entity,
+                            part_size=args.part_size_mib * MIB)
+    except (BotoCoreError, ClientError) as exc:
+        raise LandingError(f"upload to {settings.paths.landing} failed: {exc}") from exc
+    for each in landed:
+        state = "already there" if each.skipped else f"uploaded in {each.parts} part(s)"
+        print(f"{each.source} -> {each.target}: {each.size} bytes, {state}, sha256 {each.checksum}")
+    return 0
+
+
+def _infra(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from botocore.exceptions import BotoCoreError
+
+    from medallion.infra.policy import job_policy
+    from medallion.infra.provision import ProvisionError, apply, format_plan, plan
+    from medallion.s3 import s3_client
+
+    if args.action == "policy":
+        print(json.dumps(job_policy(settings), indent=2))
+        return 0
+    client = s3_client(settings.s3)
+    try:
+        planned = plan(client, settings)
+    except BotoCoreError as exc:  # no route, no credentials: say so without a traceback
+        raise ProvisionError(f"cannot read the buckets' state: {exc}") from exc
+    print(f"environment {settings.env}, endpoint {settings.s3.endpoint or 'AWS'}")
+    print(format_plan(planned))
+    if args.action == "plan":
+        print("job role policy (medallion infra policy prints it alone):")
+        print(json.dumps(job_policy(settings), indent=2))
+        return 0
+    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported)
+    print(f"applied {len(result.applied)} change(s)")
+    for change in result.unsupported:
+        print(f"  not implemented by the server: {change}")
+    return 0
+
+
 COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql, "show": _show,
-            "quality": _quality, "thrift": _thrift}
+            "quality": _quality, "thrift": _thrift, "land": _land, "infra": _infra}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -236,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
     from medallion.catalog import CatalogBusyError
     from medallion.errors import JobError
+    from medallion.infra.provision import ProvisionError
+    from medallion.landing import LandingError
     from medallion.produce import ProduceError
     from medallion.thrift import ThriftError
 
@@ -252,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except (JobError, CatalogBusyError, ThriftError, ProduceError) as exc:
+    except (JobError, CatalogBusyError, ThriftError, ProduceError, LandingError, ProvisionError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
 

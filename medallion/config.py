@@ -29,6 +29,7 @@ ENV_VAR_LANDING = "MEDALLION_LANDING"
 ENV_VAR_LAKEHOUSE = "MEDALLION_LAKEHOUSE"
 ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"
 ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
+ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$")
@@ -224,6 +225,43 @@ class KafkaSettings:
     connector_version: str | None = None  # None: the installed pyspark's version
 
 
+class SseAlgorithm(str, Enum):
+    """Server-side encryption of the objects the lakehouse writes to S3."""
+
+    NONE = "none"
+    SSE_S3 = "SSE-S3"
+    SSE_KMS = "SSE-KMS"
+
+
+class DeltaLogStore(str, Enum):
+    """How Delta makes commits atomic on S3 (S3 has no atomic put-if-absent rename)."""
+
+    SINGLE_DRIVER = "single-driver"  # one writing cluster per table (Delta's default on s3a)
+    DYNAMODB = "dynamodb"  # several writers, commits arbitrated by a DynamoDB table
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How the lakehouse reaches S3 (or an S3-compatible store), and how its buckets are set up.
+
+    Credentials are never configuration: they come from the AWS provider chain (system
+    properties, environment, web identity, profile, container or instance role).
+    """
+
+    endpoint: str | None = None  # None: AWS's own endpoint for the region
+    path_style_access: bool = False  # True for most S3-compatible stores
+    region: str | None = None
+    sse: SseAlgorithm = SseAlgorithm.NONE
+    kms_key_id: str | None = None  # with SSE-KMS: the key's id, ARN or alias
+    delta_log_store: DeltaLogStore = DeltaLogStore.SINGLE_DRIVER
+    dynamodb_table: str = "delta_log"
+    dynamodb_region: str | None = None
+    # Provisioning (``medallion infra``): bucket versioning, and how long landed files are kept.
+    versioning: bool = True
+    landing_expiry_days: int = 30
+    abort_incomplete_uploads_days: int = 7
+
+
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration of one run."""
@@ -238,6 +276,7 @@ class Settings:
     thrift: ThriftSettings = ThriftSettings()
     events_kind: EventsKind = EventsKind.FILES
     kafka: KafkaSettings = KafkaSettings()
+    s3: S3Settings = S3Settings()
 
     @property
     def uses_kafka(self) -> bool:
@@ -569,6 +608,9 @@ def load_settings(
     for var, key in ((ENV_VAR_LANDING, "landing"), (ENV_VAR_LAKEHOUSE, "lakehouse")):
         if os.environ.get(var):
             source.merge(tree, {"paths": {key: os.environ[var]}}, f"${var}")
+    if os.environ.get(ENV_VAR_S3_ENDPOINT):
+        source.merge(tree, {"s3": {"endpoint": os.environ[ENV_VAR_S3_ENDPOINT]}},
+                     f"${ENV_VAR_S3_ENDPOINT}")
     for value, key in ((landing, "landing"), (lakehouse, "lakehouse")):
         if value:
             source.merge(tree, {"paths": {key: value}}, f"--{key}")
@@ -584,7 +626,7 @@ def load_settings(
 
     reader = _Reader(tree, source)
     known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality",
-                      "kafka")
+                      "kafka", "s3")
     for key in tree:
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
@@ -609,6 +651,7 @@ def load_settings(
     ):
         raise ConfigError("spark.packages", source.of("spark.packages"),
                           "must be a list of Maven coordinates group:artifact:version")
+    _check_hadoop_aws(packages, source.of("spark.packages"))
     spark_conf = spark_section.get("conf", {}) or {}
     if not isinstance(spark_conf, Mapping):
         raise ConfigError("spark.conf", source.of("spark.conf"), "must be a mapping")
@@ -655,7 +698,7 @@ def load_settings(
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
                     catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
-                    kafka=_kafka_settings(reader, source))
+                    kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source))
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -772,3 +815,85 @@ def _thrift_settings(reader: _Reader) -> ThriftSettings:
             raise ConfigError(f"thrift.{name}", reader.source.of("thrift.auth"),
                               f"required when thrift.auth is {auth.value}")
     return settings
+
+
+def bundled_hadoop_version() -> str | None:
+    """The Hadoop version of the installed pyspark (hadoop-aws must match it exactly)."""
+    try:
+        import pyspark
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return None
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    for jar in jars.glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    return None
+
+
+def _check_hadoop_aws(packages: list[str], source: str) -> None:
+    hadoop = bundled_hadoop_version()
+    for coordinate in packages:
+        group, artifact, version = coordinate.split(":")
+        if (group, artifact) == ("org.apache.hadoop", "hadoop-aws") and hadoop and version != hadoop:
+            raise ConfigError("spark.packages", source,
+                              f"{coordinate} does not match the Hadoop {hadoop} that pyspark ships; "
+                              f"use org.apache.hadoop:hadoop-aws:{hadoop}")
+
+
+def _boolean(section: Mapping[str, Any], key: str, default: bool, source: _Source) -> bool:
+    value = section.get(key.rpartition(".")[2], default)
+    if not isinstance(value, bool):
+        raise ConfigError(key, source.of(key), f"must be true or false, got {value!r}")
+    return value
+
+
+def _s3_optional_string(section: Mapping[str, Any], key: str, source: _Source) -> str | None:
+    value = section.get(key.rpartition(".")[2])
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(key, source.of(key), f"must be a non-empty string or null, got {value!r}")
+    return value.strip()
+
+
+def _s3_choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: Enum,
+            source: _Source) -> Any:
+    value = section.get(key.rpartition(".")[2], default.value)
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in enum)
+        raise ConfigError(key, source.of(key), f"{value!r} is not one of {choices}") from None
+
+
+def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
+    section = reader.section("s3", {
+        "endpoint", "path_style_access", "region", "sse", "kms_key_id", "delta_log_store",
+        "dynamodb_table", "dynamodb_region", "versioning", "landing_expiry_days",
+        "abort_incomplete_uploads_days",
+    })
+    endpoint = _s3_optional_string(section, "s3.endpoint", source)
+    if endpoint is not None and not re.match(r"^https?://[^/\s]+/?$", endpoint):
+        raise ConfigError("s3.endpoint", source.of("s3.endpoint"),
+                          f"{endpoint!r} is not an http(s)://host[:port] URL")
+    sse = _s3_choice(section, "s3.sse", SseAlgorithm, SseAlgorithm.NONE, source)
+    kms_key_id = _s3_optional_string(section, "s3.kms_key_id", source)
+    if sse is SseAlgorithm.SSE_KMS and kms_key_id is None:
+        raise ConfigError("s3.kms_key_id", source.of("s3.sse"), "SSE-KMS needs the key's id or ARN")
+    if sse is not SseAlgorithm.SSE_KMS and kms_key_id is not None:
+        raise ConfigError("s3.kms_key_id", source.of("s3.kms_key_id"),
+                          f"a KMS key is only used with sse: SSE-KMS (sse is {sse.value})")
+    return S3Settings(
+        endpoint=endpoint.rstrip("/") if endpoint else None,
+        path_style_access=_boolean(section, "s3.path_style_access", False, source),
+        region=_s3_optional_string(section, "s3.region", source),
+        sse=sse,
+        kms_key_id=kms_key_id,
+        delta_log_store=_s3_choice(section, "s3.delta_log_store", DeltaLogStore,
+                                DeltaLogStore.SINGLE_DRIVER, source),
+        dynamodb_table=reader.string(section, "s3.dynamodb_table", "delta_log"),
+        dynamodb_region=_s3_optional_string(section, "s3.dynamodb_region", source),
+        versioning=_boolean(section, "s3.versioning", True, source),
+        landing_expiry_days=reader.positive_int(section, "s3.landing_expiry_days", 30),
+        abort_incomplete_uploads_days=reader.positive_int(
+            section, "s3.abort_incomplete_uploads_days", 7),
+    )

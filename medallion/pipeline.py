@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable
 from enum import Enum
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from medallion.bronze.job import start_bronze
@@ -13,7 +15,7 @@ from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.job import start_gold
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
-from medallion.streaming import RunningQuery, TableRun, await_all, serve
+from medallion.streaming import JobError, RunningQuery, TableRun, await_all, describe_failure, serve
 
 log = logging.getLogger(__name__)
 
@@ -60,5 +62,12 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     runs: list[TableRun] = []
     for each in layers_of(layer):
         log.info("running %s with trigger %s", each.value, trigger)
-        runs += await_all(STARTERS[each](spark, settings, trigger))
+        try:
+            runs += await_all(STARTERS[each](spark, settings, trigger))
+        except JobError:
+            raise
+        except (Py4JError, PySparkException) as exc:
+            # Outside a streaming query (creating a table, reading a checkpoint or a table's
+            # history), storage errors come as JVM errors: name the layer and the root cause.
+            raise JobError(f"{each.value} layer", describe_failure(exc)) from exc
     return runs

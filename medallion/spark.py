@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from medallion.catalog import check_catalog_free, prepare_catalog
 from medallion.config import Metastore, Settings
+from medallion.s3a import apply_hadoop_conf, s3_packages, s3a_conf
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     """Maven coordinates of the Delta jar matching the installed delta-spark, plus ``extra``."""
     from importlib.metadata import version
 
-    return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", *extra]
+    packages = [f"io.delta:delta-spark_2.13:{version('delta-spark')}"]
+    return packages + [p for p in extra if p not in packages]
 
 
 def derby_dir(settings: Settings) -> str:
@@ -73,6 +75,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
     """
     return {
         **BASE_CONF,
+        **s3a_conf(settings.s3),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         # Databases of the session catalog live beside the tables, not in the working directory.
         "spark.sql.warehouse.dir": settings.catalog_dir(),
@@ -128,11 +131,13 @@ def build_session(settings: Settings, register_tables: bool = True,
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
-        builder = builder.config("spark.jars.packages", ",".join(
-            delta_packages(settings.spark.packages + kafka_packages(settings))))
-    for key, value in {**session_conf(settings), **(extra_conf or {})}.items():
+        extra = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings))
+        builder = builder.config("spark.jars.packages", ",".join(delta_packages(extra)))
+    conf = {**session_conf(settings), **(extra_conf or {})}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    apply_hadoop_conf(spark, conf)  # a session that already ran gets this lakehouse's S3 settings
     spark.sparkContext.setLogLevel(settings.spark.log_level)
     if settings.catalog.metastore is Metastore.EMBEDDED:
         # Derby reads this when it boots, at the first catalog access (not yet made): keep its

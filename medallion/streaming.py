@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
@@ -85,8 +87,9 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
 
 
 def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
-    """Why a query failed: what its writer recorded (a quality gate names the expectation and
-    what it observed), else the first meaningful line of the error (Spark puts the cause first)."""
+    """Why a query failed, in one line: what its writer recorded (a quality gate names the
+    expectation and what it observed), Kafka's lost offsets, else the error's first line (the
+    JVM exception's own, not Py4J's) with the innermost JVM cause."""
     from medallion.sources.kafka import describe_kafka_failure
 
     known = running.cause() if running is not None and running.cause is not None else None
@@ -97,7 +100,16 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
                   .startswith(("Traceback", "File ", "JVM stacktrace"))), type(exc).__name__)
     # Kafka's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
     loss = describe_kafka_failure(f"{text}\n{getattr(exc, '_stackTrace', '') or ''}")
-    return f"{loss} [{first[:1000]}]" if loss else first[:2000]
+    if loss:
+        return f"{loss} [{first[:1000]}]"
+    java = getattr(exc, "java_exception", None)
+    if java is not None:  # Py4J's own first line only names the JVM call; the exception says more
+        with contextlib.suppress(Exception):  # the JVM may be gone: keep Py4J's line
+            first = str(java.toString()).splitlines()[0]
+    root = root_cause(exc)
+    if root and root not in first:
+        first = f"{first} (root cause: {root})"
+    return first[:2000]
 
 
 @contextmanager
@@ -109,6 +121,33 @@ def failing_as(table: str) -> Iterator[None]:
         raise
     except Exception as exc:  # Spark's errors come as many types; each names its cause
         raise JobError(table, _cause(exc)) from exc
+
+
+def _java_throwable(exc: BaseException) -> Any:
+    """The JVM exception behind a PySpark or Py4J error, if there is one."""
+    return getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost JVM cause of ``exc`` as ``Class: message`` (empty when there is none).
+
+    A storage outage surfaces as a stage failure wrapping a Hadoop error wrapping the SDK's
+    connection error; the innermost one says what actually went wrong.
+    """
+    throwable = _java_throwable(exc)
+    try:
+        seen = 0
+        while throwable is not None and throwable.getCause() is not None and seen < 30:
+            throwable = throwable.getCause()
+            seen += 1
+        return "" if throwable is None else str(throwable.toString()).splitlines()[0][:500]
+    except Exception:  # noqa: BLE001 - the JVM may be gone; the message is a courtesy
+        return ""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line saying why a job failed, with the JVM's root cause when there is one."""
+    return _cause(exc)
 
 
 def serve(queries: list[RunningQuery]) -> list[TableRun]:

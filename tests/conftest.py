@@ -15,6 +15,7 @@ from medallion.spark import build_session
 from tests.kafka_broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.s3_support"]  # the S3-compatible server and its settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # PySpark turns TIMESTAMP values into naive datetimes in the process's zone: make that UTC.

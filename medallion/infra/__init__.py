@@ -1,0 +1,1 @@
+"""What runs beside the pipeline: bucket provisioning, and a local S3-compatible server."""

@@ -1,0 +1,201 @@
+"""``medallion land FILE...``: put files into the landing zone, whole and verified.
+
+On S3 a file is uploaded with boto3: in one PUT up to ``part_size``, as a multipart upload above
+it. Every request carries the MD5 and SHA-256 of its bytes, which S3 checks on receipt (a
+corrupted part is refused), and the checksum S3 reports for the finished object is compared with
+the one computed here. An object appears only when its upload completes, so the streaming file
+source never sees half a file; a failed multipart upload is aborted.
+
+Landing the same file again changes nothing. Landing different content under a name that is
+already there is refused: the file source remembers paths it has read and would skip it silently.
+A local landing zone gets the same rules, with an atomic rename.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from medallion.config import Settings
+from medallion.s3 import S3Location, error_code, is_s3, parse_s3, s3_client, sse_arguments
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
+DEFAULT_PART_SIZE = 16 * MIB
+ENTITY_BY_SUFFIX = {".json": "events", ".csv": "customers"}
+
+
+class LandingError(RuntimeError):
+    """A file could not be landed, or landed bytes do not match the file."""
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    """One file put into the landing zone."""
+
+    source: Path
+    target: str
+    size: int
+    parts: int
+    checksum: str  # SHA-256 (base64), composite ``<digest>-<parts>`` for a multipart upload
+    skipped: bool = False  # already there with the same content
+
+
+def _b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    while True:
+        chunk = stream.read(size)
+        if not chunk:
+            return
+        yield chunk
+
+
+def expected_checksum(path: Path, part_size: int) -> tuple[str, int]:
+    """The SHA-256 checksum S3 reports for ``path`` uploaded in parts of ``part_size``.
+
+    A single PUT reports the file's SHA-256; a multipart upload reports the SHA-256 of the
+    parts' digests, followed by ``-<number of parts>``.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as stream:
+        if size <= part_size:
+            return _b64(hashlib.sha256(stream.read()).digest()), 1
+        digests = [hashlib.sha256(chunk).digest() for chunk in _chunks(stream, part_size)]
+    return f"{_b64(hashlib.sha256(b''.join(digests)).digest())}-{len(digests)}", len(digests)
+
+
+def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
+    """The landing folder a file goes to: given, or by suffix (.json events, .csv customers)."""
+    name = entity or ENTITY_BY_SUFFIX.get(path.suffix.lower())
+    if name is None:
+        known = ", ".join(f"{s} -> {e}" for s, e in ENTITY_BY_SUFFIX.items())
+        raise LandingError(
+            f"{path}: cannot tell which source it belongs to ({known}); use --entity")
+    if name not in settings.sources:
+        known = ", ".join(settings.sources)
+        raise LandingError(f"{path}: unknown source {name!r} (known: {known})")
+    return settings.sources[name]
+
+
+def land_files(settings: Settings, files: list[Path], entity: str | None = None,
+               part_size: int = DEFAULT_PART_SIZE, client: Any = None) -> list[LandedFile]:
+    """Put ``files`` into ``<landing>/<source folder>/``; return what happened to each."""
+    if part_size < MIN_PART_SIZE:
+        raise LandingError(f"part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
+    for path in files:
+        if not path.is_file():
+            raise LandingError(f"{path}: no such file")
+    landing = settings.paths.landing
+    landed = []
+    for path in files:
+        folder = entity_of(path, entity, settings)
+        if is_s3(landing):
+            client = client or s3_client(settings.s3)
+            landed.append(_upload(client, settings, path, parse_s3(landing), folder, part_size))
+        else:
+            landed.append(_copy_local(path, Path(landing) / folder, part_size))
+        log.info("%s %s -> %s (%d bytes, %d part(s))",
+                 "already landed" if landed[-1].skipped else "landed", path, landed[-1].target,
+                 landed[-1].size, landed[-1].parts)
+    return landed
+
+
+def _copy_local(path: Path, folder: Path, part_size: int) -> LandedFile:
+    target = folder / path.name
+    checksum, parts = expected_checksum(path, part_size)
+    size = path.stat().st_size
+    if target.exists():
+        if expected_checksum(target, part_size)[0] != checksum:
+            raise LandingError(
+                f"{target} already exists with other content; land it under a new name")
+        return LandedFile(path, str(target), size, parts, checksum, skipped=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    hidden = folder / f".{path.name}.landing"
+    shutil.copyfile(path, hidden)
+    if expected_checksum(hidden, part_size)[0] != checksum:
+        hidden.unlink()
+        raise LandingError(f"{target}: the copy does not match {path}")
+    os.replace(hidden, target)
+    return LandedFile(path, str(target), size, parts, checksum)
+
+
+def _existing_checksum(client: Any, bucket: str, key: str) -> str | None:
+    try:
+        head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    except Exception as exc:  # noqa: BLE001 - only "not there" is expected
+        if error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+            return None
+        raise
+    return str(head.get("ChecksumSHA256") or f"(no SHA-256; ETag {head.get('ETag')})")
+
+
+def _upload(client: Any, settings: Settings, path: Path, landing: S3Location, folder: str,
+            part_size: int) -> LandedFile:
+    key = landing.key(folder, path.name)
+    target = f"s3a://{landing.bucket}/{key}"
+    size = path.stat().st_size
+    checksum, parts = expected_checksum(path, part_size)
+    existing = _existing_checksum(client, landing.bucket, key)
+    if existing is not None:
+        if existing != checksum:
+            raise LandingError(f"{target} already exists with other content (checksum {existing}, "
+                               f"file {checksum}); land it under a new name")
+        return LandedFile(path, target, size, parts, checksum, skipped=True)
+    extra = sse_arguments(settings.s3)
+    with path.open("rb") as stream:
+        if parts == 1:
+            body = stream.read()
+            response = client.put_object(
+                Bucket=landing.bucket, Key=key, Body=body, **_digests(body), **extra)
+            reported = response.get("ChecksumSHA256")
+        else:
+            reported = _multipart(client, landing.bucket, key, stream, part_size, extra)
+    if reported != checksum:
+        raise LandingError(f"{target}: S3 reports checksum {reported}, the file has {checksum}")
+    return LandedFile(path, target, size, parts, checksum)
+
+
+def _digests(body: bytes) -> dict[str, str]:
+    return {
+        "ContentMD5": _b64(hashlib.md5(body).digest()),  # noqa: S324 - S3's integrity header
+        "ChecksumSHA256": _b64(hashlib.sha256(body).digest()),
+    }
+
+
+def _multipart(client: Any, bucket: str, key: str, stream: BinaryIO, part_size: int,
+               extra: dict[str, str]) -> str | None:
+    upload = client.create_multipart_upload(
+        Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256", **extra)
+    upload_id = upload["UploadId"]
+    try:
+        completed = []
+        for number, chunk in enumerate(_chunks(stream, part_size), start=1):
+            digests = _digests(chunk)
+            response = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                          PartNumber=number, Body=chunk, **digests)
+            if response.get("ChecksumSHA256") not in (None, digests["ChecksumSHA256"]):
+                raise LandingError(f"s3a://{bucket}/{key}: part {number} checksum mismatch")
+            completed.append({"PartNumber": number, "ETag": response["ETag"],
+                              "ChecksumSHA256": digests["ChecksumSHA256"]})
+        result = client.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": completed})
+    except BaseException:
+        try:
+            client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except Exception:  # noqa: BLE001 - the first failure is the one to report
+            log.warning("could not abort upload %s of s3a://%s/%s; the lifecycle rule will",
+                        upload_id, bucket, key)
+        raise
+    return result.get("ChecksumSHA256")

@@ -1,0 +1,61 @@
+"""The whole events pipeline with landing, tables and checkpoints on a real S3-compatible server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.config import Trigger
+from medallion.infra.s3proxy import S3ProxyServer
+from medallion.landing import land_files
+from medallion.pipeline import Layer, run_pipeline
+from medallion.s3 import parse_s3
+from medallion.spark import build_session
+from medallion.tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
+from tests.s3_support import S3SettingsFactory, table_rows
+
+
+def _lines(files: list[Path], suffix: str) -> list[str]:
+    return [line for f in files if f.suffix == suffix
+            for line in f.read_text(encoding="utf-8").splitlines()]
+
+
+# Two whole pipeline runs (the shared local reference, then S3); slow on a loaded machine.
+@pytest.mark.timeout(1800)
+def test_pipeline_on_s3_matches_the_local_run(
+    s3_spark: SparkSession, s3_server: S3ProxyServer, s3_settings_factory: S3SettingsFactory,
+    local_reference: tuple[list[Path], dict[str, list[tuple[Any, ...]]]],
+) -> None:
+    files, expected = local_reference
+    settings = s3_settings_factory()
+    spark = build_session(settings, register_tables=False)
+    assert spark is s3_spark  # one session: the factory re-pointed it at this lakehouse
+
+    land_files(settings, files)
+    runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
+
+    assert {run.table for run in runs} >= {BRONZE_EVENTS.key, SILVER_EVENTS.key}
+    actual = table_rows(spark, settings)
+    for spec in ALL_TABLES:
+        assert actual[spec.key] == expected[spec.key], spec.key
+
+    # Independent of the local run: every landing line is in bronze, once.
+    event_lines = _lines(files, ".json")
+    assert len(event_lines) == 300
+    assert sorted(row[0] for row in actual[BRONZE_EVENTS.key]) == sorted(event_lines)
+
+    # Everything really is on the server: tables, checkpoints and landing files as objects.
+    lakehouse = parse_s3(settings.paths.lakehouse)
+    on_disk = s3_server.data_dir / lakehouse.bucket / lakehouse.prefix
+    for spec in ALL_TABLES:
+        log_dir = on_disk / (spec.folder or spec.layer) / spec.name / "_delta_log"
+        commits = sorted(log_dir.glob("*.json"))
+        assert commits, spec.key
+        for commit in commits:
+            for line in commit.read_text(encoding="utf-8").splitlines():
+                json.loads(line)
+    assert (on_disk / "_checkpoints" / "silver" / "events" / "offsets").is_dir()
