@@ -287,7 +287,7 @@ def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchE
         for name, key in item.metric_keys.items():
             if key is not None:
                 metrics[name] = values[key]
-        map_metric = getattr(item.expectation, "map_metric", None)
+        map_metric: str = getattr(item.expectation, "map_metric", None) or ""
         count_name = f"{map_metric}.unexpected_count"
         if map_metric == "column_values.unique" and metrics.get(count_name):
             metrics[count_name] = _unique_unexpected(frame, item.spec.kwargs["column"])
@@ -310,7 +310,7 @@ def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchE
             if values["table.row_count"] == 0 and item.spec.expectation_type in _OF_COLUMN_VALUES:
                 # No rows, no newest value to judge: vacuously true, as GX's map expectations are
                 # (a batch of duplicates only is no reason to stop a pipeline).
-                verdict = {"success": True, "result": {"observed_value": None}}
+                verdict: dict[str, Any] = {"success": True, "result": {"observed_value": None}}
             else:
                 verdict = item.expectation._validate(metrics, runtime_configuration=RUNTIME)
             validation = ExpectationValidationResult(
@@ -318,8 +318,8 @@ def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchE
                 expectation_config=item.expectation.configuration,
                 result=verdict.get("result", {}),
             )
-            as_json = validation.to_json_dict()
-        result = as_json.get("result") or {}
+            as_json: dict[str, Any] = dict(validation.to_json_dict())
+        result: dict[str, Any] = as_json.get("result") or {}
         results.append(CheckResult(
             spec=item.spec,
             success=bool(verdict["success"]),
