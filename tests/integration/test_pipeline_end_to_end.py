@@ -59,10 +59,13 @@ def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehou
 
 
 def table_versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
-    return {
-        spec.key: DeltaTable.forPath(spark, spec.path(settings)).history(1).first()["version"]
-        for spec in ALL_TABLES
-    }
+    """The latest version of every table of the lakehouse (-1 for one that does not exist)."""
+    versions = {}
+    for spec in ALL_TABLES:
+        path = spec.path(settings)
+        versions[spec.key] = (DeltaTable.forPath(spark, path).history(1).first()["version"]
+                              if DeltaTable.isDeltaTable(spark, path) else -1)
+    return versions
 
 
 def by_table(runs: list[TableRun]) -> dict[str, TableRun]:
