@@ -67,7 +67,12 @@ def s3_spark(spark: SparkSession, s3_server: S3ProxyServer) -> SparkSession:
 
 
 def write_overlay(conf_dir: Path, env: str, overlay: dict[str, Any]) -> Path:
-    """A conf folder holding the repo's base.yaml and one overlay ``<env>.yaml``."""
+    """A conf folder holding the repo's base.yaml and one overlay ``<env>.yaml``.
+
+    The catalog is in-memory unless the overlay says otherwise: Derby's embedded metastore needs
+    a local lakehouse, and these lakehouses are on S3.
+    """
+    overlay = {"catalog": {"metastore": "in-memory"}, **overlay}
     conf_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "conf" / "base.yaml", conf_dir / "base.yaml")
     (conf_dir / f"{env}.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
