@@ -133,17 +133,22 @@ def write_sample(folder: Path) -> list[Path]:
 def table_rows(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows, sorted, without what differs between two equal runs.
 
-    Dropped: ingestion and recording times, and the streaming query id. ``source_file`` is cut
-    to the file's name, since the local and the S3 landing zones differ in the rest.
+    Dropped: ingestion, recording and validation times, the streaming query and run ids, and the
+    quality results' raw JSON. ``source_file`` is cut to the file's name, since the local and the
+    S3 landing zones differ in the rest. Tables the run did not create (Kafka's) are left out.
     """
+    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from medallion.tables import ALL_TABLES
 
+    varying = ("ingested_at", "recorded_at", "query_id", "run_id", "validated_at", "result_json")
     tables = {}
     for spec in ALL_TABLES:
+        if not DeltaTable.isDeltaTable(spark, spec.path(settings)):
+            continue
         df = spark.read.format("delta").load(spec.path(settings))
-        df = df.drop(*[c for c in ("ingested_at", "recorded_at", "query_id") if c in df.columns])
+        df = df.drop(*[c for c in varying if c in df.columns])
         if "source_file" in df.columns:
             df = df.withColumn("source_file", F.regexp_extract("source_file", r"([^/]+)$", 1))
         tables[spec.key] = sorted((tuple(row) for row in df.collect()), key=repr)

@@ -40,8 +40,9 @@ def test_pipeline_on_s3_matches_the_local_run(
 
     assert {run.table for run in runs} >= {BRONZE_EVENTS.key, SILVER_EVENTS.key}
     actual = table_rows(spark, settings)
-    for spec in ALL_TABLES:
-        assert actual[spec.key] == expected[spec.key], spec.key
+    assert actual.keys() == expected.keys()
+    for table in expected:
+        assert actual[table] == expected[table], table
 
     # Independent of the local run: every landing line is in bronze, once.
     event_lines = _lines(files, ".json")
@@ -52,6 +53,8 @@ def test_pipeline_on_s3_matches_the_local_run(
     lakehouse = parse_s3(settings.paths.lakehouse)
     on_disk = s3_server.data_dir / lakehouse.bucket / lakehouse.prefix
     for spec in ALL_TABLES:
+        if spec.key not in expected:
+            continue  # a table this configuration does not create (Kafka's bronze)
         log_dir = on_disk / (spec.folder or spec.layer) / spec.name / "_delta_log"
         commits = sorted(log_dir.glob("*.json"))
         assert commits, spec.key
