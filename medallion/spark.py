@@ -38,6 +38,16 @@ BASE_CONF = {
 }
 
 
+def state_store_conf(settings: Settings) -> dict[str, str]:
+    """RocksDB memory bounds from ``state_store`` in configuration (per executor, all instances)."""
+    prefix = "spark.sql.streaming.stateStore.rocksdb"
+    return {
+        f"{prefix}.boundedMemoryUsage": "true",
+        f"{prefix}.maxMemoryUsageMB": str(settings.state_store.max_memory_mb),
+        f"{prefix}.writeBufferCacheRatio": str(settings.state_store.write_buffer_ratio),
+    }
+
+
 def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     """Maven coordinates of the Delta jar matching the installed delta-spark, plus ``extra``."""
     from importlib.metadata import version
@@ -58,6 +68,7 @@ def build_session(settings: Settings, register_tables: bool = True) -> SparkSess
         builder = builder.config("spark.jars.packages", ",".join(delta_packages(settings.spark.packages)))
     conf = {
         **BASE_CONF,
+        **state_store_conf(settings),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         # Databases of the session catalog live beside the tables, not in the working directory.
         "spark.sql.warehouse.dir": f"{settings.paths.lakehouse}/_catalog",
