@@ -7,8 +7,9 @@ zone and the JVM packages are the same everywhere. Library code receives ``spark
 from __future__ import annotations
 
 import logging
+import os
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from medallion.catalog import register_tables as register_existing_tables
@@ -55,13 +56,27 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", *extra]
 
 
+def submitted_conf() -> SparkConf:
+    """What spark-submit passed (master, packages, ...) if it launched this Python; else empty.
+
+    Under spark-submit the JVM is already running (its gateway port is in the environment), but
+    ``SparkConf()`` reads the JVM's settings only once Python has connected to it: connect first,
+    or a configured ``spark.master`` would override the ``--master`` given to spark-submit.
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()
+    return SparkConf()
+
+
 def build_session(settings: Settings, register_tables: bool = True) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
 
     The lakehouse's existing tables are registered as ``<layer>.<table>`` so SQL can name them.
     """
-    builder = SparkSession.builder.appName(settings.spark.app_name)
-    submitted = SparkConf()  # holds what spark-submit passed, if it launched us
+    builder = SparkSession.builder
+    submitted = submitted_conf()
+    if not submitted.contains("spark.app.name"):
+        builder = builder.appName(settings.spark.app_name)
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
@@ -76,7 +91,8 @@ def build_session(settings: Settings, register_tables: bool = True) -> SparkSess
         **DELTA_CONF,
     }
     for key, value in conf.items():
-        builder = builder.config(key, value)
+        if not submitted.contains(key):  # a --conf given to spark-submit wins
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark.log_level)
     log.info("spark %s session ready (master %s)", spark.version, spark.sparkContext.master)
