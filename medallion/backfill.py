@@ -211,6 +211,10 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
     return written
 
 
+def _without_file_scheme(path: str) -> str:
+    return "/" + path[len("file:"):].lstrip("/") if path.startswith("file:") else path
+
+
 def _backfill_checkpoint(settings: Settings, files: Sequence[str]) -> str:
     digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:16]
     return settings.checkpoint_path(f"backfill/{BRONZE_EVENTS.key}/{digest}")
@@ -227,8 +231,10 @@ def reingest_bronze(spark: SparkSession, settings: Settings, plan: Plan) -> list
     folder = settings.landing_path(settings.sources["events"])
     path = BRONZE_EVENTS.path(settings)
     ensure_table(spark, BRONZE_EVENTS, path)
+    # file:/x, file:///x and /x name the same local file; compare without the scheme's slashes.
+    chosen = sorted({_without_file_scheme(file) for file in plan.files})
     stream = (read_json_lines(spark, folder, settings.streaming.max_files_per_trigger)
-              .where(F.col("source_file").isin(list(plan.files)))
+              .where(F.regexp_replace("source_file", "^file:/+", "/").isin(chosen))
               .transform(shape_bronze_events))
     checkpoint = _backfill_checkpoint(settings, plan.files)
     writer = (stream.writeStream.format("delta").outputMode("append")

@@ -109,12 +109,12 @@ def test_vacuum_refuses_an_unsafe_retention(spark: SparkSession, settings: Setti
     assert main(["maintain", "--conf-dir", str(conf), "--lakehouse", str(tmp_path / "lh"),
                  "--retain-hours", "0"]) == 2
 
-    # Three small appends, then an overwrite: four files, only the last one is current.
+    # Three small appends: three small files.
     path = SILVER_QUARANTINE.path(settings)
     row = [("{", None, ["invalid_json"], "f.json", START)]
     for _ in range(3):
-        spark.createDataFrame(row, SILVER_QUARANTINE.schema).write.format("delta").mode(
-            "append").save(path)
+        spark.createDataFrame(row, SILVER_QUARANTINE.schema).coalesce(1).write.format(
+            "delta").mode("append").save(path)
     folder = Path(path)
     assert len(list(folder.glob("*.parquet"))) == 3
 

@@ -59,7 +59,7 @@ def _wait(what: str, ready: object, timeout: float = 180.0) -> None:
 
 @pytest.fixture
 def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A master and a 1-core worker on 127.0.0.1; yields (master URL, master web UI port)."""
+    """A master and a 2-core worker on 127.0.0.1; yields (master URL, master web UI port)."""
     port, ui_port, worker_ui = free_port(), free_port(), free_port()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1",
            "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_NO_DAEMONIZE": "1"}
@@ -86,7 +86,7 @@ def _run_cluster(env: dict[str, str], port: int, ui_port: int, worker_ui: int, t
         master = f"spark://127.0.0.1:{port}"
         processes.append(subprocess.Popen(
             [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-             "--cores", "1", "--memory", "1g", "--webui-port", str(worker_ui),
+             "--cores", "2", "--memory", "1g", "--webui-port", str(worker_ui),
              "--work-dir", str(tmp_path / "work"), master],
             env=env, stdout=worker_log, stderr=subprocess.STDOUT,
             start_new_session=True))
@@ -105,6 +105,7 @@ def _run_cluster(env: dict[str, str], port: int, ui_port: int, worker_ui: int, t
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # four JVMs on a small machine: minutes, not seconds
 def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
         spark: SparkSession, settings: Settings, tmp_path: Path,
         standalone_cluster: tuple[str, int]) -> None:
@@ -117,10 +118,12 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
         settings, paths=Paths(settings.paths.landing, str(tmp_path / "cluster-lakehouse")))
 
     argv = submit_argv(on_cluster, "all", master=master, extra_conf={
-        "spark.executor.memory": "512m", "spark.cores.max": "1", "spark.driver.memory": "768m",
-        "spark.driver.host": "127.0.0.1", "spark.sql.shuffle.partitions": "2"})
+        "spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "768m",
+        "spark.driver.host": "127.0.0.1",
+        # One state store instance per stateful query: tiny data, slow shared machine.
+        "spark.sql.shuffle.partitions": "1"})
     env = {**os.environ, **submit_env(), "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=720)
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "silver/events" in done.stdout  # the run summary
 
