@@ -253,12 +253,13 @@ def delete_path(spark: SparkSession, path: str) -> bool:
 def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
                  run: Callable[[list[str]], list[TableRun]]) -> list[TableRun]:
     """Delete the plan's tables and checkpoints, then ``run`` the layers from the first concerned."""
+    for spec in plan.rewrites:  # catalog entries first: Delta cannot resolve a deleted table
+        if spark.catalog.tableExists(spec.qualified_name):
+            spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
     for spec in plan.rewrites:
         for folder in (spec.path(settings), spec.checkpoint(settings)):
             if delete_path(spark, folder):
                 log.warning("full refresh: deleted %s", folder)
-        if spark.catalog.tableExists(spec.qualified_name):
-            spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
     for spec in plan.rewrites:  # nothing left behind that a restart would trust
         guard_checkpoint(spark, spec.path(settings), spec.checkpoint(settings), spec.key)
     layers = ["bronze", "silver", "gold"]

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.cli import main
-from medallion.config import Paths, Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing, write_atomically
+from medallion.config import Settings, Trigger
+from medallion.generate import GenerateSpec, generate_landing
 from medallion.pipeline import Layer, run_pipeline
 from medallion.tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS
 from tests.conftest import REPO
@@ -64,26 +64,24 @@ def out_of_range(table: list[tuple], start: datetime, end: datetime) -> set[tupl
     return {tuple(_n(v) for v in row) for row in table if not start <= row[0] < end}
 
 
+@pytest.mark.timeout(1800)  # whole pipeline runs on a small shared machine
 def test_backfill_of_a_range_leaves_gold_equal_to_a_recomputation_from_silver(
         spark: SparkSession, settings: Settings) -> None:
     landing = Path(settings.paths.landing)
     generate_landing(landing, GenerateSpec(events=120, files=2, users=6, burst="k1", start=START,
                                            seconds_between_events=10, seed=21))
     run_pipeline(spark, settings, Layer.ALL, Trigger())
-    # Events far behind the watermark: silver keeps them, the gold stream drops them.
-    late = [json.dumps({"event_id": f"late-{i}", "user_id": "u0001", "event_type": "purchase",
-                        "timestamp": (START + timedelta(minutes=1, seconds=i)).isoformat(),
-                        "amount": 2.5}) for i in range(4)]
-    write_atomically(landing / "events" / "k2-late.json", late)
-    runs = {r.table: r for r in run_pipeline(spark, settings, Layer.ALL, Trigger())}
-    assert runs["gold/event_counts_5m"].late_rows_dropped > 0
+    start = START.replace(tzinfo=None)  # PySpark hands back naive UTC datetimes (TZ=UTC here)
+    end = start + 2 * FIVE
+    # Gold goes wrong in the range (as after a bug, or a lost batch): counts doubled, a row lost.
+    gold = DeltaTable.forPath(spark, GOLD_EVENT_COUNTS_5M.path(settings))
+    gold.update(f"window_start = TIMESTAMP'{start}'", {"event_count": "event_count * 2"})
+    gold.delete(f"window_start = TIMESTAMP'{start + FIVE}' AND event_type = 'view'")
 
     columns = ("event_id", "user_id", "event_type", "timestamp", "amount")
     silver = rows(spark, settings, SILVER_EVENTS, *columns)
-    start = START.replace(tzinfo=None)  # PySpark hands back naive UTC datetimes (TZ=UTC here)
-    end = start + 2 * FIVE
     counts_before = rows(spark, settings, GOLD_EVENT_COUNTS_5M)
-    assert in_range(counts_before, start, end) != expected_counts(silver, start, end)  # stale
+    assert in_range(counts_before, start, end) != expected_counts(silver, start, end)  # wrong
 
     for _ in range(2):  # a second run of the same backfill changes nothing
         assert cli(settings, "backfill", "gold", "--from", start.isoformat(),
@@ -100,6 +98,7 @@ def test_backfill_of_a_range_leaves_gold_equal_to_a_recomputation_from_silver(
     assert cli(settings, "backfill", "silver/events", "--from", "2025-01-27", "--to", "2025-01-28") == 2
 
 
+@pytest.mark.timeout(1800)
 def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings,
                                          tmp_path: Path) -> None:
     generate_landing(Path(settings.paths.landing),
@@ -120,8 +119,5 @@ def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings
     assert commits[0].stat().st_mtime_ns != first_commit  # a new table, from version 0
     refreshed = snapshot(spark, settings)
 
-    fresh = dataclasses.replace(settings, paths=Paths(settings.paths.landing,
-                                                      str(tmp_path / "fresh-lakehouse")))
-    run_pipeline(spark, fresh, Layer.ALL, Trigger())
-    assert refreshed == snapshot(spark, fresh)
-    assert refreshed == before  # nothing was lost or doubled by the rebuild
+    # The first run was a fresh run on the same landing files: the rebuild equals it exactly.
+    assert refreshed == before
