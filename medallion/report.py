@@ -98,7 +98,7 @@ def _label(value: float, as_time: bool) -> str:
 def line_chart(title: str, series: Series, x_label: str, y_label: str, *, time_axis: bool = False,
                width: int = 540, height: int = 260) -> str:
     """An SVG line chart with markers, axes, ticks and a legend; a note when there is no data."""
-    left, right, top, bottom = 60, 150, 30, 45
+    left, right, top, bottom = 60, 180, 30, 45
     points = [p for values in series.values() for p in values]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
