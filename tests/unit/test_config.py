@@ -91,7 +91,10 @@ def test_triggers_parse() -> None:
         Trigger.parse("processing-time=soon")
 
 
-def test_the_shipped_environments_load() -> None:
+def test_the_shipped_environments_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make` exports local paths in MEDALLION_*; they would override the overlays' s3a:// paths.
+    monkeypatch.delenv("MEDALLION_LANDING", raising=False)
+    monkeypatch.delenv("MEDALLION_LAKEHOUSE", raising=False)
     for env in ("local", "dev", "prod"):
         settings = load_settings(env=env, conf_dir=REPO / "conf")
         assert settings.env == env
