@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply
+.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -90,6 +90,22 @@ infra-plan: setup ## dry run: print what infra-apply would change for ENV (make 
 
 infra-apply: setup ## create or fix the buckets of ENV: versioning, encryption, lifecycle, no public access
 	env -u MEDALLION_LANDING -u MEDALLION_LAKEHOUSE $(BIN)/medallion infra apply --env $(ENV) $(INFRA_FLAGS)
+
+wheel: setup ## build the package wheel into dist/ (ship it with `medallion submit-cmd --wheel`)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+
+chromium: ## install Debian's chromium (headless check of the HTML report) if it is missing
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+
+report: setup ## write data/report.html from the lakehouse's monitoring tables
+	$(BIN)/medallion report --output $(DATA)/report.html
+
+report-check: setup chromium ## render the report in headless chromium and take a screenshot
+	$(BIN)/medallion report --output $(DATA)/report.html
+	$(BIN)/python -m medallion.report_check $(DATA)/report.html $(DATA)/report.png
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

@@ -263,6 +263,26 @@ class S3Settings:
 
 
 @dataclass(frozen=True)
+class StateStoreSettings:
+    """Bounds of the RocksDB state store of the stateful (gold) queries, per executor."""
+
+    max_memory_mb: int = 256  # block cache and write buffers together, shared by every instance
+    write_buffer_ratio: float = 0.5  # share of that memory the write buffers may take
+
+
+DEFAULT_VACUUM_RETENTION_HOURS = 168  # Delta's own default: 7 days
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    """What ``medallion maintain`` does: OPTIMIZE with Z-ORDER, then VACUUM."""
+
+    vacuum_retention_hours: int = DEFAULT_VACUUM_RETENTION_HOURS
+    small_file_mb: int = 32  # files smaller than this count as small in the report
+    zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table key -> columns
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole configuration of one run."""
 
@@ -277,6 +297,8 @@ class Settings:
     events_kind: EventsKind = EventsKind.FILES
     kafka: KafkaSettings = KafkaSettings()
     s3: S3Settings = S3Settings()
+    state_store: StateStoreSettings = StateStoreSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @property
     def uses_kafka(self) -> bool:
@@ -626,7 +648,7 @@ def load_settings(
 
     reader = _Reader(tree, source)
     known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality",
-                      "kafka", "s3")
+                      "kafka", "s3", "state_store", "maintenance")
     for key in tree:
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
@@ -698,7 +720,8 @@ def load_settings(
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
                     catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
-                    kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source))
+                    kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source),
+                    state_store=_state_store(reader), maintenance=_maintenance(reader))
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -815,6 +838,53 @@ def _thrift_settings(reader: _Reader) -> ThriftSettings:
             raise ConfigError(f"thrift.{name}", reader.source.of("thrift.auth"),
                               f"required when thrift.auth is {auth.value}")
     return settings
+
+
+def _state_store(reader: _Reader) -> StateStoreSettings:
+    section = reader.section("state_store", {"max_memory_mb", "write_buffer_ratio"})
+    ratio = section.get("write_buffer_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
+        raise ConfigError("state_store.write_buffer_ratio",
+                          reader.source.of("state_store.write_buffer_ratio"),
+                          f"must be a number between 0 and 1, got {ratio!r}")
+    return StateStoreSettings(
+        max_memory_mb=reader.positive_int(section, "state_store.max_memory_mb", 256),
+        write_buffer_ratio=float(ratio),
+    )
+
+
+def _maintenance(reader: _Reader) -> MaintenanceSettings:
+    from medallion.tables import ALL_TABLES  # tables imports this module at its top
+
+    section = reader.section("maintenance", {"vacuum_retention", "small_file_mb", "zorder"})
+    key = "maintenance.vacuum_retention"
+    retention = reader.string(section, key, "7 days")
+    seconds = parse_duration_seconds(retention, key, reader.source.of(key))
+    if seconds % 3600:
+        raise ConfigError(key, reader.source.of(key), f"{retention!r} is not a whole number of hours")
+    zorder_key = "maintenance.zorder"
+    zorder = section.get("zorder", {}) or {}
+    if not isinstance(zorder, Mapping):
+        raise ConfigError(zorder_key, reader.source.of(zorder_key),
+                          "must map a table (layer/name) to a list of columns")
+    tables = {spec.key: spec for spec in ALL_TABLES}
+    checked: dict[str, tuple[str, ...]] = {}
+    for table, columns in zorder.items():
+        where = reader.source.of(f"{zorder_key}.{table}")
+        if table not in tables:
+            raise ConfigError(f"{zorder_key}.{table}", where,
+                              f"no such table (known: {', '.join(tables)})")
+        if not isinstance(columns, list) or not columns or not all(
+                isinstance(c, str) and c in tables[table].column_names for c in columns):
+            raise ConfigError(f"{zorder_key}.{table}", where,
+                              f"must be a list of columns of {table} "
+                              f"({', '.join(tables[table].column_names)}), got {columns!r}")
+        checked[table] = tuple(columns)
+    return MaintenanceSettings(
+        vacuum_retention_hours=seconds // 3600,
+        small_file_mb=reader.positive_int(section, "maintenance.small_file_mb", 32),
+        zorder=checked,
+    )
 
 
 def bundled_hadoop_version() -> str | None:

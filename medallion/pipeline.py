@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from medallion.bronze.job import start_bronze
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.job import start_gold
+from medallion.monitoring import ProgressCollector, install, uninstall
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
 from medallion.streaming import JobError, RunningQuery, TableRun, await_all, describe_failure, serve
@@ -47,27 +48,46 @@ def layers_of(layer: Layer) -> list[Layer]:
 
 
 def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
-                 trigger: Trigger) -> list[TableRun]:
+                 trigger: Trigger, monitor: bool = True) -> list[TableRun]:
     """Run ``layer`` (or every layer in order) with ``trigger``; return what each table got.
 
     With available-now or once, each layer drains what is there before the next starts, so one
     run carries new landing data all the way to gold. With a processing-time trigger the layers
     run side by side until stopped, each picking up what the one before it commits.
+
+    With ``monitor`` every micro-batch's progress and each table's outcome are written to
+    ``<lakehouse>/_monitoring`` (after the queries finish, or periodically for a service).
     """
-    if trigger.kind is TriggerKind.PROCESSING_TIME:
-        started: list[RunningQuery] = []
+    collector = install(spark, settings, str(trigger)) if monitor else None
+    try:
+        if trigger.kind is TriggerKind.PROCESSING_TIME:
+            started: list[RunningQuery] = []
+            for each in layers_of(layer):
+                started += STARTERS[each](spark, settings, trigger)
+            return serve(started, collector)
+        runs: list[TableRun] = []
         for each in layers_of(layer):
-            started += STARTERS[each](spark, settings, trigger)
-        return serve(started)
-    runs: list[TableRun] = []
-    for each in layers_of(layer):
-        log.info("running %s with trigger %s", each.value, trigger)
-        try:
-            runs += await_all(STARTERS[each](spark, settings, trigger))
-        except JobError:
-            raise
-        except (Py4JError, PySparkException) as exc:
-            # Outside a streaming query (creating a table, reading a checkpoint or a table's
-            # history), storage errors come as JVM errors: name the layer and the root cause.
-            raise JobError(f"{each.value} layer", describe_failure(exc)) from exc
-    return runs
+            log.info("running %s with trigger %s", each.value, trigger)
+            try:
+                runs += await_all(STARTERS[each](spark, settings, trigger), collector)
+            except JobError:
+                raise
+            except (Py4JError, PySparkException) as exc:
+                # Outside a streaming query (creating a table, reading a checkpoint or a table's
+                # history), storage errors come as JVM errors: name the layer and the root cause.
+                raise JobError(f"{each.value} layer", describe_failure(exc)) from exc
+        return runs
+    finally:
+        if collector is not None:
+            _finish_monitoring(spark, collector)
+
+
+def _finish_monitoring(spark: SparkSession, collector: ProgressCollector) -> None:
+    """Write what the collector still holds, then detach it; a failure here is only logged."""
+    try:
+        collector.wait_for_events()
+        collector.flush()
+    except Exception:  # the run's own result matters more than its monitoring rows
+        log.exception("monitoring: could not write the progress of this run")
+    finally:
+        uninstall(spark, collector)

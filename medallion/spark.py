@@ -7,9 +7,10 @@ zone and the JVM packages are the same everywhere. Library code receives ``spark
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from medallion.catalog import check_catalog_free, prepare_catalog
@@ -38,6 +39,16 @@ BASE_CONF = {
     # Keep table statistics so analysts' filters skip files.
     "spark.databricks.delta.properties.defaults.checkpointInterval": "10",
 }
+
+
+def state_store_conf(settings: Settings) -> dict[str, str]:
+    """RocksDB memory bounds from ``state_store`` in configuration (per executor, all instances)."""
+    prefix = "spark.sql.streaming.stateStore.rocksdb"
+    return {
+        f"{prefix}.boundedMemoryUsage": "true",
+        f"{prefix}.maxMemoryUsageMB": str(settings.state_store.max_memory_mb),
+        f"{prefix}.writeBufferCacheRatio": str(settings.state_store.write_buffer_ratio),
+    }
 
 
 def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
@@ -75,6 +86,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
     """
     return {
         **BASE_CONF,
+        **state_store_conf(settings),
         **s3a_conf(settings.s3),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         # Databases of the session catalog live beside the tables, not in the working directory.
@@ -114,6 +126,18 @@ def kafka_packages(settings: Settings) -> tuple[str, ...]:
     return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}",)
 
 
+def submitted_conf() -> SparkConf:
+    """What spark-submit passed (master, packages, ...) if it launched this Python; else empty.
+
+    Under spark-submit the JVM is already running (its gateway port is in the environment), but
+    ``SparkConf()`` reads the JVM's settings only once Python has connected to it: connect first,
+    or a configured ``spark.master`` would override the ``--master`` given to spark-submit.
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()
+    return SparkConf()
+
+
 def build_session(settings: Settings, register_tables: bool = True,
                   extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
@@ -126,8 +150,10 @@ def build_session(settings: Settings, register_tables: bool = True,
     if settings.catalog.metastore is Metastore.EMBEDDED:
         Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
         check_catalog_free(derby_dir(settings))  # a clear message instead of Derby's stack trace
-    builder = SparkSession.builder.appName(settings.spark.app_name)
-    submitted = SparkConf()  # holds what spark-submit passed, if it launched us
+    builder = SparkSession.builder
+    submitted = submitted_conf()
+    if not submitted.contains("spark.app.name"):
+        builder = builder.appName(settings.spark.app_name)
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
@@ -135,7 +161,8 @@ def build_session(settings: Settings, register_tables: bool = True,
         builder = builder.config("spark.jars.packages", ",".join(delta_packages(extra)))
     conf = {**session_conf(settings), **(extra_conf or {})}
     for key, value in conf.items():
-        builder = builder.config(key, value)
+        if not submitted.contains(key):  # a --conf given to spark-submit wins
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     apply_hadoop_conf(spark, conf)  # a session that already ran gets this lakehouse's S3 settings
     spark.sparkContext.setLogLevel(settings.spark.log_level)

@@ -8,12 +8,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
 from medallion.errors import JobError
+
+if TYPE_CHECKING:
+    from medallion.monitoring import ProgressCollector
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,26 @@ def _summarise(running: RunningQuery) -> TableRun:
     return run
 
 
-def await_all(queries: list[RunningQuery]) -> list[TableRun]:
-    """Wait for every query to finish; stop the rest and raise if one fails."""
+def _record(monitor: ProgressCollector | None, running: RunningQuery, run: TableRun | None,
+            error: str | None = None) -> None:
+    """Tell the monitor how a table's query ended (``run`` None: it failed with ``error``)."""
+    if monitor is None:
+        return
+    from medallion.monitoring import RunOutcome, utcnow
+
+    now = utcnow()
+    started = now - timedelta(seconds=time.monotonic() - running.started)
+    monitor.record_outcome(RunOutcome(
+        table=running.table, started_at=started, finished_at=now, succeeded=run is not None,
+        rows_in=run.rows_in if run else 0, rows_out=run.rows_out if run else 0, error=error))
+
+
+def await_all(queries: list[RunningQuery],
+              monitor: ProgressCollector | None = None) -> list[TableRun]:
+    """Wait for every query to finish; stop the rest and raise if one fails.
+
+    Each table's outcome (succeeded, or failed and why) is given to ``monitor`` if there is one.
+    """
     runs: list[TableRun] = []
     try:
         for running in queries:
@@ -76,8 +98,10 @@ def await_all(queries: list[RunningQuery]) -> list[TableRun]:
                 if running.query is not None:
                     running.query.awaitTermination()
             except StreamingQueryException as exc:
+                _record(monitor, running, None, _cause(exc, running))
                 raise JobError(running.table, _cause(exc, running)) from exc
             runs.append(_summarise(running))
+            _record(monitor, running, runs[-1])
             log.info("%s: done %s", running.table, runs[-1])
     finally:
         for running in queries:
@@ -150,18 +174,33 @@ def describe_failure(exc: BaseException) -> str:
     return _cause(exc)
 
 
-def serve(queries: list[RunningQuery]) -> list[TableRun]:
-    """Keep long-running queries going until one stops or fails; then stop them all."""
+def serve(queries: list[RunningQuery], monitor: ProgressCollector | None = None,
+          flush_every: float = 60.0) -> list[TableRun]:
+    """Keep long-running queries going until one stops or fails; then stop them all.
+
+    The monitor's buffered progress rows are written every ``flush_every`` seconds meanwhile.
+    """
     active = [running for running in queries if running.query is not None]
+    last_flush = time.monotonic()
     try:
         while active:
             for running in active:
                 assert running.query is not None
                 try:
                     if running.query.awaitTermination(timeout=5):
-                        return [_summarise(each) for each in queries]
+                        runs = [_summarise(each) for each in queries]
+                        for each, run in zip(queries, runs, strict=True):
+                            _record(monitor, each, run)
+                        return runs
                 except StreamingQueryException as exc:
+                    _record(monitor, running, None, _cause(exc, running))
                     raise JobError(running.table, _cause(exc, running)) from exc
+            if monitor is not None and time.monotonic() - last_flush >= flush_every:
+                last_flush = time.monotonic()
+                try:
+                    monitor.flush()
+                except Exception:  # monitoring must not stop the pipeline
+                    log.exception("monitoring: flush failed; will retry")
         return [_summarise(each) for each in queries]
     finally:
         for running in active:

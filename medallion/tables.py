@@ -129,12 +129,33 @@ QUALITY_RESULTS = TableSpec(
     "element_count BIGINT, observed_value STRING, result_json STRING, validated_at TIMESTAMP",
     "Every expectation checked on every micro-batch: what was observed, and whether it passed.",
 )
+QUERY_PROGRESS = TableSpec(
+    "monitoring", "query_progress",
+    "query_name STRING, query_id STRING, run_id STRING, batch_id BIGINT, batch_timestamp TIMESTAMP, "
+    "num_input_rows BIGINT, input_rows_per_second DOUBLE, processed_rows_per_second DOUBLE, "
+    "batch_duration_ms BIGINT, add_batch_ms BIGINT, watermark TIMESTAMP, max_event_time TIMESTAMP, "
+    "state_rows BIGINT, state_memory_bytes BIGINT, rows_dropped_by_watermark BIGINT, "
+    "progress_json STRING, recorded_at TIMESTAMP",
+    "Every micro-batch of every streaming query: rows, rates, durations, watermark, state.",
+    folder="_monitoring",
+)
+RUN_OUTCOMES = TableSpec(
+    "monitoring", "runs",
+    "pipeline_run STRING, table STRING, trigger STRING, started_at TIMESTAMP, finished_at TIMESTAMP, "
+    "succeeded BOOLEAN, rows_in BIGINT, rows_out BIGINT, error STRING",
+    "How each table's query ended in each run of the pipeline.",
+    folder="_monitoring",
+)
 
 ALL_TABLES: tuple[TableSpec, ...] = (
     BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
     GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS, GOLD_SEGMENT_REVENUE_1H,
-    SILVER_BATCH_METRICS, QUALITY_RESULTS,
+    SILVER_BATCH_METRICS, QUALITY_RESULTS, QUERY_PROGRESS, RUN_OUTCOMES,
 )
+
+# What each run records about itself (timings, rates, outcomes): these differ between two runs that
+# leave every other table equal, and every run, even one with nothing new, appends to them.
+RUN_RECORDS: tuple[TableSpec, ...] = (QUERY_PROGRESS, RUN_OUTCOMES)
 
 
 def quarantine_of(spec: TableSpec) -> TableSpec:

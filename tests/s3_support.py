@@ -135,17 +135,18 @@ def table_rows(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[
 
     Dropped: ingestion, recording and validation times, the streaming query and run ids, and the
     quality results' raw JSON. ``source_file`` is cut to the file's name, since the local and the
-    S3 landing zones differ in the rest. Tables the run did not create (Kafka's) are left out.
+    S3 landing zones differ in the rest. Tables the run did not create (Kafka's) are left out, and
+    so are the run records (batch timings and run outcomes differ between any two runs).
     """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from medallion.tables import ALL_TABLES
+    from medallion.tables import ALL_TABLES, RUN_RECORDS
 
     varying = ("ingested_at", "recorded_at", "query_id", "run_id", "validated_at", "result_json")
     tables = {}
     for spec in ALL_TABLES:
-        if not DeltaTable.isDeltaTable(spark, spec.path(settings)):
+        if spec in RUN_RECORDS or not DeltaTable.isDeltaTable(spark, spec.path(settings)):
             continue
         df = spark.read.format("delta").load(spec.path(settings))
         df = df.drop(*[c for c in varying if c in df.columns])

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run one medallion job through spark-submit, with the exact command `medallion submit-cmd` prints.
+#   infra/scheduling/run-job.sh <bronze|silver|gold|all> [medallion submit-cmd options...]
+# MEDALLION_HOME: the checkout or install folder holding .venv (default: two levels up from here).
+# A lock per job makes an overlapping schedule skip a run instead of starting a second writer.
+set -euo pipefail
+job="${1:?usage: run-job.sh <bronze|silver|gold|all> [submit-cmd options]}"
+shift
+home="${MEDALLION_HOME:-$(cd "$(dirname "$0")/../.." && pwd)}"
+cd "$home"
+lock="${MEDALLION_LOCK_DIR:-/tmp}/medallion-${job}.lock"
+exec 9>"$lock"
+if ! flock -n 9; then
+    echo "medallion ${job}: previous run still going; skipped" >&2
+    exit 0
+fi
+command="$("$home/.venv/bin/medallion" submit-cmd "$job" "$@")"
+echo "medallion ${job}: ${command}" >&2
+eval "$command"

@@ -1,0 +1,265 @@
+"""``medallion backfill``: reprocess a range of time, or rebuild a table and all it feeds.
+
+Range backfill, without double counting:
+
+* ``gold/<table>`` (or ``gold`` for every gold table): the windows that start in ``[from, to)``
+  (sessions: that start in it) are recomputed from silver with the layer's own pure transform and
+  replace the table's rows of that range in one atomic commit (``replaceWhere``). Running it
+  twice gives the same table. Unlike the stream, the recomputation keeps events that came later
+  than the watermark: that is the point of a backfill.
+* ``bronze/events``: the landing files modified in ``[from, to)`` are ingested again by a stream
+  with its own checkpoint (per range, trigger available-now, exactly-once like every bronze
+  ingestion); silver then removes the re-delivered events as duplicates, counting them, and the
+  rest of the pipeline runs so the range reaches gold.
+
+Full refresh (``--full-refresh``): the table, every table downstream of it and their checkpoints
+are deleted, and the layers from the table's own one to gold run again on everything there is, so
+the result equals a fresh run. Because it deletes data it needs a confirmation (or ``--yes``),
+and ``--dry-run`` only prints the plan.
+
+No other run of the pipeline may write the lakehouse meanwhile (as for any job of it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Settings, Trigger
+from medallion.gold.job import GOLD_AGGREGATES, GoldAggregate
+from medallion.sinks.delta import _hadoop_path, ensure_table, guard_checkpoint, path_exists, with_trigger
+from medallion.sources.delta import read_table
+from medallion.sources.files import read_json_lines
+from medallion.streaming import RunningQuery, TableRun, await_all
+from medallion.tables import (
+    BRONZE_CUSTOMERS,
+    BRONZE_EVENTS,
+    RUN_RECORDS,
+    SILVER_BATCH_METRICS,
+    SILVER_EVENTS,
+    SILVER_QUARANTINE,
+    TableSpec,
+    find_table,
+)
+
+log = logging.getLogger(__name__)
+
+GOLD_TABLES = tuple(gold.spec for gold in GOLD_AGGREGATES)
+SILVER_GROUP = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_BATCH_METRICS)  # written by one query
+
+# What a table feeds. Silver's three tables are written by one query, so they go together; the
+# customers dimension enriches silver, so rebuilding it rebuilds silver too.
+DOWNSTREAM: dict[str, tuple[TableSpec, ...]] = {
+    BRONZE_EVENTS.key: (*SILVER_GROUP, *GOLD_TABLES),
+    BRONZE_CUSTOMERS.key: (*SILVER_GROUP, *GOLD_TABLES),
+    **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *GOLD_TABLES) for spec in SILVER_GROUP},
+    **{spec.key: () for spec in GOLD_TABLES},
+}
+
+
+class BackfillError(ValueError):
+    """The backfill asked for cannot be done (the message says why and what to do instead)."""
+
+
+def parse_instant(text: str, option: str) -> datetime:
+    """A date (``2025-01-27``, midnight UTC) or an ISO-8601 instant; naive means UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BackfillError(f"{option} {text!r} is not a date (2025-01-27) or an ISO-8601 instant") \
+            from None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a backfill will do, printed before it does it."""
+
+    target: str
+    start: datetime | None
+    end: datetime | None
+    full_refresh: bool
+    rewrites: tuple[TableSpec, ...]
+    files: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """Human-readable lines: the range, the tables rewritten, the files re-ingested."""
+        if self.full_refresh:
+            lines = [f"full refresh of {self.target}: delete these tables and their checkpoints, "
+                     "then process every input again:"]
+            lines += [f"  {spec.key}" for spec in self.rewrites]
+            return "\n".join(lines)
+        span = f"[{self.start:%Y-%m-%dT%H:%M:%SZ}, {self.end:%Y-%m-%dT%H:%M:%SZ})"
+        if self.files:
+            lines = [f"backfill {self.target} {span}: ingest again {len(self.files)} landing files "
+                     "(silver removes what it already has), then silver and gold run:"]
+            return "\n".join([*lines, *(f"  {file}" for file in self.files)])
+        lines = [f"backfill {span}: recompute from silver and replace the windows starting in it:"]
+        return "\n".join([*lines, *(f"  {spec.key}" for spec in self.rewrites)])
+
+
+def _gold_targets(target: str) -> list[GoldAggregate]:
+    if target == "gold":
+        return list(GOLD_AGGREGATES)
+    return [gold for gold in GOLD_AGGREGATES if gold.spec.key == target]
+
+
+def _spec(target: str) -> TableSpec:
+    try:
+        return find_table(target)
+    except KeyError as exc:
+        raise BackfillError(str(exc.args[0])) from None
+
+
+def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: datetime | None,
+                  end: datetime | None, full_refresh: bool = False) -> Plan:
+    """Check the request and say what it will do; nothing is changed."""
+    target = target.replace(".", "/").rstrip("/")
+    if full_refresh:
+        if target in ("gold",):
+            return Plan(target, None, None, True, GOLD_TABLES)
+        spec = _spec(target)
+        if spec in RUN_RECORDS:
+            raise BackfillError(f"{target} is monitoring history; it is not rebuilt")
+        return Plan(target, None, None, True, (spec, *DOWNSTREAM[spec.key]))
+    if start is None or end is None:
+        raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
+    if start >= end:
+        raise BackfillError(f"--from {start.isoformat()} is not before --to {end.isoformat()}")
+    if target == "gold" or target.startswith("gold/"):
+        golds = _gold_targets(target)
+        if not golds:
+            raise BackfillError(f"no gold table {target!r}")
+        return Plan(target, start, end, False, tuple(g.spec for g in golds))
+    if target == BRONZE_EVENTS.key:
+        files = landing_files_between(spark, settings, start, end)
+        if not files:
+            raise BackfillError(f"no landing file of {target} was modified in the range")
+        return Plan(target, start, end, False, (BRONZE_EVENTS,), tuple(files))
+    raise BackfillError(
+        f"{target}: a range backfill is for gold tables (recomputed from silver) and bronze/events "
+        "(landing files ingested again, deduplicated by silver); rebuild other tables with "
+        "--full-refresh")
+
+
+def landing_files_between(spark: SparkSession, settings: Settings, start: datetime,
+                          end: datetime) -> list[str]:
+    """The events landing files (``*.json``) whose modification time is in ``[start, end)``."""
+    folder = settings.landing_path(settings.sources["events"])
+    if not path_exists(spark, folder):
+        return []
+    fs, path = _hadoop_path(spark, folder)
+    low, high = start.timestamp() * 1000, end.timestamp() * 1000
+    chosen = []
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if status.isFile() and name.endswith(".json") and not name.startswith((".", "_")) \
+                and low <= status.getModificationTime() < high:
+            chosen.append(str(status.getPath().toString()))
+    return sorted(chosen)
+
+
+def _range_filter(column: str, start: datetime, end: datetime) -> F.Column:
+    return (F.col(column) >= F.lit(start)) & (F.col(column) < F.lit(end))
+
+
+def _predicate(column: str, start: datetime, end: datetime) -> str:
+    fmt = "%Y-%m-%d %H:%M:%S.%f"
+    return (f"{column} >= TIMESTAMP'{start.astimezone(timezone.utc):{fmt}}+00:00' AND "
+            f"{column} < TIMESTAMP'{end.astimezone(timezone.utc):{fmt}}+00:00'")
+
+
+def recompute_gold(silver: DataFrame, gold: GoldAggregate, watermark: str, start: datetime,
+                   end: datetime) -> DataFrame:
+    """The rows of ``gold`` whose window (or session) starts in ``[start, end)``, from silver."""
+    column = "window_start" if gold.merge_keys else "session_start"
+    # Windows are at most an hour long; a session may have begun long before: all of silver then.
+    events = silver if not gold.merge_keys else silver.where(
+        _range_filter("timestamp", start - timedelta(hours=1), end + timedelta(hours=1)))
+    return (events.transform(gold.aggregate(watermark))
+            .where(_range_filter(column, start, end))
+            .select(*gold.spec.column_names))
+
+
+def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[str, int]:
+    """Replace the windows of the plan's range in each gold table; return rows written per table."""
+    assert plan.start is not None and plan.end is not None
+    silver = read_table(spark, SILVER_EVENTS.path(settings))
+    written = {}
+    for gold in (g for g in GOLD_AGGREGATES if g.spec in plan.rewrites):
+        path = gold.spec.path(settings)
+        ensure_table(spark, gold.spec, path)
+        column = "window_start" if gold.merge_keys else "session_start"
+        rows = recompute_gold(silver, gold, settings.streaming.watermark, plan.start, plan.end)
+        rows = rows.persist()
+        try:
+            written[gold.spec.key] = rows.count()
+            (rows.write.format("delta").mode("overwrite")
+             .option("replaceWhere", _predicate(column, plan.start, plan.end))
+             .save(path))
+        finally:
+            rows.unpersist()
+        log.info("%s: %d rows of [%s, %s) recomputed from silver", gold.spec.key,
+                 written[gold.spec.key], plan.start, plan.end)
+    return written
+
+
+def _without_file_scheme(path: str) -> str:
+    return "/" + path[len("file:"):].lstrip("/") if path.startswith("file:") else path
+
+
+def _backfill_checkpoint(settings: Settings, files: Sequence[str]) -> str:
+    digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:16]
+    return settings.checkpoint_path(f"backfill/{BRONZE_EVENTS.key}/{digest}")
+
+
+def reingest_bronze(spark: SparkSession, settings: Settings, plan: Plan) -> list[TableRun]:
+    """Ingest the plan's landing files again into bronze/events, with a checkpoint of their own.
+
+    The checkpoint is named after the set of files: running the same backfill again (after a
+    crash, say) resumes it instead of ingesting the files a third time.
+    """
+    from medallion.bronze.transforms import shape_bronze_events
+
+    folder = settings.landing_path(settings.sources["events"])
+    path = BRONZE_EVENTS.path(settings)
+    ensure_table(spark, BRONZE_EVENTS, path)
+    # file:/x, file:///x and /x name the same local file; compare without the scheme's slashes.
+    chosen = sorted({_without_file_scheme(file) for file in plan.files})
+    stream = (read_json_lines(spark, folder, settings.streaming.max_files_per_trigger)
+              .where(F.regexp_replace("source_file", "^file:/+", "/").isin(chosen))
+              .transform(shape_bronze_events))
+    checkpoint = _backfill_checkpoint(settings, plan.files)
+    writer = (stream.writeStream.format("delta").outputMode("append")
+              .queryName(f"backfill/{BRONZE_EVENTS.key}")
+              .option("checkpointLocation", checkpoint))
+    query = with_trigger(writer, Trigger()).start(path)
+    return await_all([RunningQuery(f"backfill/{BRONZE_EVENTS.key}", query)])
+
+
+def delete_path(spark: SparkSession, path: str) -> bool:
+    """Delete a folder and all under it, on any Hadoop file system; whether it existed."""
+    fs, hadoop_path = _hadoop_path(spark, path)
+    return bool(fs.delete(hadoop_path, True))
+
+
+def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
+                 run: Callable[[list[str]], list[TableRun]]) -> list[TableRun]:
+    """Delete the plan's tables and checkpoints, then ``run`` the layers from the first concerned."""
+    for spec in plan.rewrites:  # catalog entries first: Delta cannot resolve a deleted table
+        if spark.catalog.tableExists(spec.qualified_name):
+            spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
+    for spec in plan.rewrites:
+        for folder in (spec.path(settings), spec.checkpoint(settings)):
+            if delete_path(spark, folder):
+                log.warning("full refresh: deleted %s", folder)
+    for spec in plan.rewrites:  # nothing left behind that a restart would trust
+        guard_checkpoint(spark, spec.path(settings), spec.checkpoint(settings), spec.key)
+    layers = ["bronze", "silver", "gold"]
+    return run(layers[layers.index(plan.rewrites[0].layer):])

@@ -1,0 +1,152 @@
+"""``medallion maintain``: compact the tables (OPTIMIZE, Z-ORDER) and delete unneeded files (VACUUM).
+
+Streaming appends leave many small files; OPTIMIZE rewrites them into few large ones (clustered
+by the configured Z-ORDER columns, so filters skip files), and VACUUM deletes the files no table
+version within the retention period needs. A retention shorter than 7 days is refused unless the
+caller says so explicitly: a reader or a streaming query still on an older version, or a restart
+of a stream that is behind, would find its files gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
+from medallion.sinks.delta import _hadoop_path
+from medallion.tables import ALL_TABLES, TableSpec
+
+log = logging.getLogger(__name__)
+
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+class RetentionError(ValueError):
+    """A VACUUM retention shorter than the safe minimum was asked for without the explicit flag."""
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """The data files of a table's current version."""
+
+    files: int
+    small_files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What maintenance did to one table."""
+
+    table: str
+    before: FileStats
+    after: FileStats
+    zorder: tuple[str, ...]
+    files_removed_by_optimize: int
+    files_deleted_by_vacuum: int
+
+
+def check_retention(hours: int, allow_short: bool) -> None:
+    """Refuse a VACUUM retention under 7 days unless ``allow_short`` (the explicit flag)."""
+    if hours < 0:
+        raise RetentionError(f"VACUUM retention must not be negative, got {hours} hours")
+    if hours < DEFAULT_VACUUM_RETENTION_HOURS and not allow_short:
+        raise RetentionError(
+            f"VACUUM retention of {hours} hours is shorter than the safe minimum of "
+            f"{DEFAULT_VACUUM_RETENTION_HOURS} hours (7 days): readers and streams still on older "
+            "versions would lose their files. Pass --allow-short-retention if no query runs on "
+            "these tables and none is behind.")
+
+
+def file_stats(spark: SparkSession, path: str, small_bytes: int) -> FileStats:
+    """Count the current version's data files, those under ``small_bytes``, and their total size."""
+    files = spark.read.format("delta").load(path).inputFiles()
+    sizes = []
+    for file in files:
+        fs, hadoop_path = _hadoop_path(spark, file)
+        sizes.append(int(fs.getFileStatus(hadoop_path).getLen()))
+    return FileStats(files=len(sizes), small_files=sum(1 for s in sizes if s < small_bytes),
+                     bytes=sum(sizes))
+
+
+def _tables(names: Sequence[str] | None) -> list[TableSpec]:
+    if not names:
+        return list(ALL_TABLES)
+    wanted = {name.replace(".", "/") for name in names}
+    unknown = wanted - {spec.key for spec in ALL_TABLES}
+    if unknown:
+        raise KeyError(f"no table {sorted(unknown)} (known: {', '.join(s.key for s in ALL_TABLES)})")
+    return [spec for spec in ALL_TABLES if spec.key in wanted]
+
+
+def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
+             retention_hours: int | None = None, allow_short_retention: bool = False,
+             optimize: bool = True, vacuum: bool = True) -> list[TableMaintenance]:
+    """OPTIMIZE (Z-ORDER where configured) then VACUUM each existing table; report file counts."""
+    hours = settings.maintenance.vacuum_retention_hours if retention_hours is None else retention_hours
+    check_retention(hours, allow_short_retention)
+    small = settings.maintenance.small_file_mb * 1024 * 1024
+    results = []
+    for spec in _tables(tables):
+        path = spec.path(settings)
+        if not DeltaTable.isDeltaTable(spark, path):
+            log.info("%s: no table at %s; skipped", spec.key, path)
+            continue
+        table = DeltaTable.forPath(spark, path)
+        before = file_stats(spark, path, small)
+        zorder = settings.maintenance.zorder.get(spec.key, ())
+        removed = 0
+        if optimize:
+            builder = table.optimize()
+            report = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
+            row = report.select("metrics.numFilesRemoved").first()
+            removed = int(row[0] or 0) if row is not None else 0
+        deleted = 0
+        if vacuum:
+            deleted = _vacuum(spark, table, hours)
+        after = file_stats(spark, path, small)
+        results.append(TableMaintenance(spec.key, before, after, zorder, removed, deleted))
+        log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d",
+                 spec.key, before.files, before.small_files, after.files, after.small_files, deleted)
+    return results
+
+
+def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
+    """VACUUM ``table``; Delta's own safety check is lifted only for an allowed short retention."""
+    short = hours < DEFAULT_VACUUM_RETENTION_HOURS
+    previous = spark.conf.get(_RETENTION_CHECK, "true")
+    if short:
+        spark.conf.set(_RETENTION_CHECK, "false")
+    try:
+        before = table.history(1).select("version").first()
+        table.vacuum(float(hours))
+        # VACUUM END commits numDeletedFiles in its operation metrics.
+        ends = (table.history().where(f"version > {before[0] if before else -1}")
+                .where("operation = 'VACUUM END'").select("operationMetrics").collect())
+        return sum(int((row[0] or {}).get("numDeletedFiles", 0)) for row in ends)
+    finally:
+        if short:
+            spark.conf.set(_RETENTION_CHECK, previous or "true")
+
+
+_COLUMNS = ("table", "files before", "small before", "files after", "small after", "vacuumed",
+            "z-order")
+
+
+def format_maintenance(results: Sequence[TableMaintenance]) -> str:
+    """A fixed-width table of file counts before and after, one line per table."""
+    rows = [(r.table, str(r.before.files), str(r.before.small_files), str(r.after.files),
+             str(r.after.small_files), str(r.files_deleted_by_vacuum), ",".join(r.zorder) or "-")
+            for r in results]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+              for i, c in enumerate(_COLUMNS)]
+    lines = ["  ".join(c.ljust(w) if i in (0, 6) else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(_COLUMNS, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) if i in (0, 6) else v.rjust(w)
+                        for i, (v, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,230 @@
+"""Monitoring of the streaming queries: every micro-batch's progress and every run's outcome.
+
+A :class:`ProgressCollector` is a ``StreamingQueryListener``: Spark calls it on the driver after
+each micro-batch. The callback only logs one JSON line and buffers a row; writing to Delta from
+inside the callback would run a Spark job on the listener bus thread, which slows the stream or
+deadlocks it. The buffer is written by :meth:`ProgressCollector.flush`, called when the queries
+have finished (or periodically by a long-running service), as a MERGE on (run id, batch id):
+flushing twice, or after a crash in the middle of a flush, never writes a row twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+)
+
+from medallion.config import Settings
+from medallion.sinks.delta import ensure_table
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+
+log = logging.getLogger(__name__)
+progress_log = logging.getLogger("medallion.progress")
+
+# Consecutive batches whose input rate beats the processing rate before backpressure is reported.
+BACKPRESSURE_BATCHES = 3
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of ``_monitoring/query_progress`` from a progress report (its JSON as a dict)."""
+    states = progress.get("stateOperators") or []
+    durations = progress.get("durationMs") or {}
+    event_time = progress.get("eventTime") or {}
+    return {
+        "query_name": progress.get("name") or "",
+        "query_id": str(progress["id"]),
+        "run_id": str(progress["runId"]),
+        "batch_id": int(progress["batchId"]),
+        "batch_timestamp": _timestamp(progress.get("timestamp")),
+        "num_input_rows": int(progress.get("numInputRows") or 0),
+        "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
+        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+        "batch_duration_ms": int(durations.get("triggerExecution") or progress.get("batchDuration") or 0),
+        "add_batch_ms": int(durations.get("addBatch") or 0),
+        "watermark": _timestamp(event_time.get("watermark")),
+        "max_event_time": _timestamp(event_time.get("max")),
+        "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in states),
+        "state_memory_bytes": sum(int(s.get("memoryUsedBytes") or 0) for s in states),
+        "rows_dropped_by_watermark": sum(int(s.get("numRowsDroppedByWatermark") or 0) for s in states),
+        "progress_json": json.dumps(progress, sort_keys=True, default=str),
+    }
+
+
+@dataclass
+class RunOutcome:
+    """How one table's query ended in one pipeline run."""
+
+    table: str
+    started_at: datetime
+    finished_at: datetime
+    succeeded: bool
+    rows_in: int = 0
+    rows_out: int = 0
+    error: str | None = None
+
+
+class ProgressCollector(StreamingQueryListener):
+    """Buffers every micro-batch's progress on the driver and writes it to ``_monitoring``."""
+
+    def __init__(self, session: SparkSession, settings: Settings, trigger: str = "") -> None:
+        self._session = session
+        self.settings = settings
+        self.trigger = trigger
+        self.pipeline_run = str(uuid.uuid4())
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._outcomes: list[RunOutcome] = []
+        self._behind: dict[str, int] = {}
+        self._started: set[str] = set()
+        self._terminated: set[str] = set()
+        self.backpressure: set[str] = set()
+
+    # -- listener callbacks (the listener bus thread; no Spark jobs here) --
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:  # noqa: N802 (Spark's name)
+        with self._lock:
+            self._started.add(str(event.runId))
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802
+        progress = json.loads(event.progress.json)
+        row = progress_row(progress)
+        progress_log.info(json.dumps({"event": "batch_progress", **{
+            k: (v.isoformat() if isinstance(v, datetime) else v)
+            for k, v in row.items() if k != "progress_json"}}, sort_keys=True))
+        with self._lock:
+            self._rows.append(row)
+            self._check_backpressure(row)
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        """Idle queries have nothing to report."""
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:  # noqa: N802
+        with self._lock:
+            self._terminated.add(str(event.runId))
+
+    def _check_backpressure(self, row: dict[str, Any]) -> None:
+        name = row["query_name"]
+        if row["num_input_rows"] and row["input_rows_per_second"] > row["processed_rows_per_second"]:
+            self._behind[name] = self._behind.get(name, 0) + 1
+        else:
+            self._behind[name] = 0
+        if self._behind[name] >= BACKPRESSURE_BATCHES:
+            self.backpressure.add(name)
+            log.warning(
+                "backpressure: %s has received rows faster than it processes them for %d batches "
+                "(last: %.1f rows/s in, %.1f rows/s processed); add resources or lower "
+                "streaming.max_files_per_trigger", name, self._behind[name],
+                row["input_rows_per_second"], row["processed_rows_per_second"])
+
+    # -- the driver's side --
+    def record_outcome(self, outcome: RunOutcome) -> None:
+        """Remember how a table's query ended, to be written with the next flush."""
+        with self._lock:
+            self._outcomes.append(outcome)
+
+    def wait_for_events(self, timeout: float = 30.0) -> None:
+        """Wait until every started query's termination event (and so its progress) has arrived.
+
+        Listener events reach Python asynchronously but in order, so once a query's termination
+        is seen, every progress report it made has been buffered.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._started <= self._terminated:
+                    return
+            time.sleep(0.1)
+        log.warning("monitoring: some listener events did not arrive within %.0fs", timeout)
+
+    def pending(self) -> int:
+        """Rows buffered and not written yet."""
+        with self._lock:
+            return len(self._rows) + len(self._outcomes)
+
+    def flush(self) -> int:
+        """Write the buffered progress rows and run outcomes; return how many progress rows."""
+        spark = self._session
+        with self._lock:
+            rows, self._rows = self._rows, []
+            outcomes, self._outcomes = self._outcomes, []
+        try:
+            if rows:
+                _merge_progress(spark, self.settings, rows)
+            if outcomes:
+                _append_outcomes(spark, self.settings, self.pipeline_run, self.trigger, outcomes)
+        except Exception:
+            with self._lock:  # keep them for the next flush
+                self._rows = rows + self._rows
+                self._outcomes = outcomes + self._outcomes
+            raise
+        log.debug("monitoring: wrote %d progress rows, %d outcomes", len(rows), len(outcomes))
+        return len(rows)
+
+
+def _merge_progress(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    path = QUERY_PROGRESS.path(settings)
+    ensure_table(spark, QUERY_PROGRESS, path)
+    frame = spark.createDataFrame(
+        [{**row, "recorded_at": utcnow()} for row in rows],
+        QUERY_PROGRESS.schema,
+    ).dropDuplicates(["run_id", "batch_id"])
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(frame.alias("s"), "t.run_id = s.run_id AND t.batch_id = s.batch_id")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def _append_outcomes(spark: SparkSession, settings: Settings, pipeline_run: str, trigger: str,
+                     outcomes: list[RunOutcome]) -> None:
+    path = RUN_OUTCOMES.path(settings)
+    ensure_table(spark, RUN_OUTCOMES, path)
+    frame = spark.createDataFrame(
+        [(pipeline_run, o.table, trigger, o.started_at, o.finished_at, o.succeeded, o.rows_in,
+          o.rows_out, o.error) for o in outcomes],
+        RUN_OUTCOMES.schema,
+    )
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(frame.alias("s"), "t.pipeline_run = s.pipeline_run AND t.table = s.table")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def install(spark: SparkSession, settings: Settings, trigger: str = "") -> ProgressCollector:
+    """Register a new collector with the session's streams; remove it with :func:`uninstall`."""
+    collector = ProgressCollector(spark, settings, trigger)
+    spark.streams.addListener(collector)
+    return collector
+
+
+def uninstall(spark: SparkSession, collector: ProgressCollector) -> None:
+    """Stop sending events to ``collector``."""
+    spark.streams.removeListener(collector)
+
+
+def utcnow() -> datetime:
+    """Now, in UTC (zone-aware, so PySpark does not read it in the process's local zone)."""
+    return datetime.now(timezone.utc)

@@ -1,0 +1,194 @@
+"""``medallion report``: one self-contained HTML page of charts from the ``_monitoring`` tables.
+
+The charts are inline SVG drawn here (no script, no external link), so the page opens anywhere,
+offline: throughput and batch duration per micro-batch, quarantine and duplicate rates per silver
+batch, rows dropped behind the watermark, and the gold windows over time. Collecting the data
+(:func:`collect_report_data`) is separate from drawing it (:func:`render_report`, pure).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Settings
+from medallion.tables import GOLD_EVENT_COUNTS_5M, QUERY_PROGRESS, SILVER_BATCH_METRICS
+
+Series = Mapping[str, Sequence[tuple[float, float]]]  # name -> [(x, y)]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+@dataclass
+class ReportData:
+    """Everything the page shows, as plain values."""
+
+    generated_at: datetime
+    lakehouse: str
+    # per query: [(batch number in order, value)]
+    throughput: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    batch_seconds: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    dropped: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # per silver batch, percentages of its rows
+    quarantine_rate: list[tuple[float, float]] = field(default_factory=list)
+    duplicate_rate: list[tuple[float, float]] = field(default_factory=list)
+    # per event type: [(window start as epoch seconds, events)]
+    gold_windows: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+
+
+def _read(spark: SparkSession, path: str) -> object | None:
+    return spark.read.format("delta").load(path) if DeltaTable.isDeltaTable(spark, path) else None
+
+
+def collect_report_data(spark: SparkSession, settings: Settings) -> ReportData:
+    """Read the monitoring and gold tables into a :class:`ReportData` (absent tables: empty)."""
+    data = ReportData(datetime.now(timezone.utc), settings.paths.lakehouse)
+    progress = _read(spark, QUERY_PROGRESS.path(settings))
+    if progress is not None:
+        rows = (progress.where("num_input_rows > 0 OR rows_dropped_by_watermark > 0")  # type: ignore[attr-defined]
+                .select("query_name", "batch_timestamp", "processed_rows_per_second",
+                        "batch_duration_ms", "rows_dropped_by_watermark", "num_input_rows")
+                .orderBy("batch_timestamp").collect())
+        for row in rows:
+            name = row["query_name"]
+            n = float(len(data.throughput.get(name, [])) + 1)
+            data.throughput.setdefault(name, []).append((n, float(row["processed_rows_per_second"])))
+            data.batch_seconds.setdefault(name, []).append((n, row["batch_duration_ms"] / 1000.0))
+            if name.startswith("gold/"):
+                data.dropped.setdefault(name, []).append((n, float(row["rows_dropped_by_watermark"])))
+        data.totals["batches with input"] = len(rows)
+    batches = _read(spark, SILVER_BATCH_METRICS.path(settings))
+    if batches is not None:
+        for i, row in enumerate(batches.orderBy("recorded_at", "batch_id").collect(), start=1):  # type: ignore[attr-defined]
+            rows_in = max(int(row["rows_in"]), 1)
+            data.quarantine_rate.append((float(i), 100.0 * row["quarantined"] / rows_in))
+            data.duplicate_rate.append((float(i), 100.0 * row["duplicates_removed"] / rows_in))
+    gold = _read(spark, GOLD_EVENT_COUNTS_5M.path(settings))
+    if gold is not None:
+        for row in (gold.select(F.unix_timestamp("window_start").alias("t"), "event_type",  # type: ignore[attr-defined]
+                                "event_count").orderBy("t").collect()):
+            data.gold_windows.setdefault(row["event_type"], []).append(
+                (float(row["t"]), float(row["event_count"])))
+    return data
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        return [low]
+    step = (high - low) / (count - 1)
+    return [low + i * step for i in range(count)]
+
+
+def _label(value: float, as_time: bool) -> str:
+    if as_time:
+        return datetime.fromtimestamp(value, timezone.utc).strftime("%m-%d %H:%M")
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def line_chart(title: str, series: Series, x_label: str, y_label: str, *, time_axis: bool = False,
+               width: int = 540, height: int = 260) -> str:
+    """An SVG line chart with markers, axes, ticks and a legend; a note when there is no data."""
+    left, right, top, bottom = 60, 180, 30, 45
+    points = [p for values in series.values() for p in values]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+             f'<text x="{left}" y="18" class="title">{html.escape(title)}</text>']
+    if not points:
+        parts.append(f'<text x="{left}" y="{height // 2}" class="empty">no data yet</text></svg>')
+        return "".join(parts)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = 0.0, max(ys) * 1.1 or 1.0
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return top + plot_h - (y - y0) / (y1 - y0) * plot_h
+
+    parts.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>')
+    for y in _ticks(y0, y1):
+        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" '
+                     'class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" class="tick" text-anchor="end">'
+                     f'{_label(y, False)}</text>')
+    x_ticks = _ticks(x0, x1, 4) if time_axis else sorted({round(t) for t in _ticks(x0, x1, 5)})
+    for x in x_ticks:
+        parts.append(f'<text x="{sx(x):.1f}" y="{top + plot_h + 16}" class="tick" '
+                     f'text-anchor="middle">{_label(x, time_axis)}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 6}" class="axis" '
+                 f'text-anchor="middle">{html.escape(x_label)}</text>')
+    parts.append(f'<text x="14" y="{top + plot_h / 2:.0f}" class="axis" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">{html.escape(y_label)}</text>')
+    for i, (name, values) in enumerate(sorted(series.items())):
+        colour = PALETTE[i % len(PALETTE)]
+        ordered = sorted(values)
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in ordered)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.8"/>')
+        parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.6" fill="{colour}">'
+                  f'<title>{html.escape(name)}: {_label(y, False)}</title></circle>' for x, y in ordered]
+        ly = top + 12 + 16 * i
+        parts.append(f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="10" height="10" '
+                     f'fill="{colour}"/><text x="{left + plot_w + 26}" y="{ly}" class="legend">'
+                     f'{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_STYLE = """
+body { font-family: sans-serif; margin: 24px; color: #222; background: #fff; }
+h1 { font-size: 22px; margin-bottom: 4px; } p.meta { color: #666; margin-top: 0; }
+section { display: flex; flex-wrap: wrap; gap: 16px; }
+figure { margin: 0; border: 1px solid #ddd; padding: 8px; border-radius: 4px; }
+svg .title { font-size: 14px; font-weight: bold; } svg .tick { font-size: 10px; fill: #555; }
+svg .axis { font-size: 11px; fill: #333; } svg .legend { font-size: 11px; }
+svg .plot { fill: #fafafa; stroke: #ccc; } svg .grid { stroke: #e5e5e5; }
+svg .empty { font-size: 13px; fill: #999; }
+"""
+
+
+def render_report(data: ReportData) -> str:
+    """The whole page, self-contained: inline style and inline SVG charts, no script, no links."""
+    charts = [
+        line_chart("Throughput per micro-batch", data.throughput, "micro-batch (in order)",
+                   "rows / second processed"),
+        line_chart("Batch duration", data.batch_seconds, "micro-batch (in order)", "seconds"),
+        line_chart("Silver: quarantine and duplicate rates",
+                   {"quarantined %": data.quarantine_rate, "duplicates %": data.duplicate_rate},
+                   "silver micro-batch", "% of rows in"),
+        line_chart("Rows dropped behind the watermark", data.dropped, "micro-batch (in order)",
+                   "rows"),
+        line_chart("Gold: events per 5-minute window", data.gold_windows, "window start (UTC)",
+                   "events", time_axis=True, width=1098),
+    ]
+    totals = ", ".join(f"{k}: {v}" for k, v in data.totals.items())
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<title>medallion report</title>", f"<style>{_STYLE}</style></head><body>",
+        "<h1>medallion: pipeline report</h1>",
+        f'<p class="meta">lakehouse {html.escape(data.lakehouse)}; generated '
+        f"{data.generated_at:%Y-%m-%d %H:%M:%S} UTC{'; ' + html.escape(totals) if totals else ''}</p>",
+        "<section>", *(f"<figure>{chart}</figure>" for chart in charts), "</section>",
+        "</body></html>",
+    ])
+
+
+def write_report(spark: SparkSession, settings: Settings, output: str | Path) -> Path:
+    """Collect, render and write the page to ``output``; return its path."""
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(collect_report_data(spark, settings)), encoding="utf-8")
+    return path

@@ -1,0 +1,137 @@
+"""Monitoring rows for every micro-batch, ``medallion status``, and ``medallion maintain``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.cli import main
+from medallion.config import Settings, Trigger
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.maintenance import RetentionError, check_retention, maintain
+from medallion.pipeline import Layer, run_pipeline
+from medallion.status import collect_status
+from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, SILVER_QUARANTINE
+from tests.conftest import REPO
+from tests.reference import Lakehouse, read_lines, read_segments
+
+START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
+STREAMED = ("bronze/events", "bronze/customers", "silver/events", "gold/event_counts_5m",
+            "gold/user_activity_sliding", "gold/user_sessions", "gold/segment_revenue_1h")
+
+
+def committed_batches(settings: Settings, table: str) -> set[int]:
+    """Batch ids the query's checkpoint says it committed (read from its files, not from Spark)."""
+    commits = Path(settings.checkpoint_path(table)) / "commits"
+    return {int(name) for name in os.listdir(commits) if name.isdigit()}
+
+
+def test_every_batch_is_monitored_and_status_tells_where_tables_stand(
+        spark: SparkSession, settings: Settings) -> None:
+    # One file per micro-batch, so the queries run several batches.
+    settings = dataclasses.replace(
+        settings, streaming=dataclasses.replace(settings.streaming, max_files_per_trigger=1))
+    written = generate_landing(Path(settings.paths.landing),
+                               GenerateSpec(events=60, files=2, users=8, burst="m1", start=START,
+                                            seconds_between_events=10, seed=3))
+    lines = read_lines(p for p in written if p.suffix == ".json")
+    model = Lakehouse()
+    model.run(lines, read_segments(p for p in written if p.suffix == ".csv"))
+
+    runs = {run.table: run for run in run_pipeline(spark, settings, Layer.ALL, Trigger())}
+
+    progress = spark.read.format("delta").load(QUERY_PROGRESS.path(settings))
+    recorded: dict[str, set[int]] = {}
+    for row in progress.select("query_name", "batch_id").collect():
+        recorded.setdefault(row["query_name"], set()).add(row["batch_id"])
+    for table in STREAMED:
+        expected = committed_batches(settings, table)
+        assert len(expected) >= (2 if table == "bronze/events" else 1), table  # one file a batch
+        assert recorded.get(table) == expected, table
+    # One row per batch, not more, and the rows add up to the landing lines.
+    assert progress.count() == sum(len(committed_batches(settings, t)) for t in STREAMED)
+    bronze_in = progress.where("query_name = 'bronze/events'").agg({"num_input_rows": "sum"}).first()
+    assert bronze_in[0] == len(lines)
+    for table in STREAMED[3:]:
+        dropped = progress.where(f"query_name = '{table}'").agg(
+            {"rows_dropped_by_watermark": "sum"}).first()[0]
+        assert dropped == runs[table].late_rows_dropped, table
+
+    outcomes = spark.read.format("delta").load(RUN_OUTCOMES.path(settings)).collect()
+    assert sorted(r["table"] for r in outcomes) == sorted(STREAMED)
+    assert all(r["succeeded"] and r["error"] is None for r in outcomes)
+    assert {r["table"]: r["rows_in"] for r in outcomes}["bronze/events"] == len(lines)
+
+    now = datetime(2025, 1, 27, 12, 0, tzinfo=timezone.utc)
+    status = {s.table: s for s in collect_status(spark, settings, now=now)}
+    silver = status["silver/events"]
+    newest = max(e.timestamp for e in model.silver.values()).replace(tzinfo=timezone.utc)
+    assert silver.rows == len(model.silver)
+    assert silver.newest_event == newest
+    assert silver.lag_seconds == (now - newest).total_seconds()
+    assert silver.last_run_succeeded is True
+    counts = status["gold/event_counts_5m"]
+    assert counts.rows == spark.read.format("delta").load(
+        settings.table_path("gold", "event_counts_5m")).count()
+    # The newest event is never behind the watermark: its 5-minute window is the newest one.
+    assert counts.newest_event == newest - timedelta(minutes=newest.minute % 5,
+                                                     seconds=newest.second,
+                                                     microseconds=newest.microsecond) + timedelta(
+        minutes=5)
+    assert counts.state_rows is not None and counts.state_rows >= 0
+    assert status["bronze/events"].rows == len(lines)
+    # Every streamed table: versions as its Delta log says, the last run recorded.
+    for table in STREAMED:
+        log = Path(settings.table_path(*table.split("/"))) / "_delta_log"
+        newest_version = max(int(p.stem) for p in log.glob("*.json"))
+        assert status[table].version == newest_version, table
+        assert status[table].last_run_succeeded is True, table
+    assert {s.table for s in status.values()} == {spec.key for spec in ALL_TABLES}
+
+
+def test_vacuum_refuses_an_unsafe_retention(spark: SparkSession, settings: Settings,
+                                            tmp_path: Path) -> None:
+    with pytest.raises(RetentionError, match="7 days"):
+        check_retention(167, allow_short=False)
+    check_retention(168, allow_short=False)
+    check_retention(0, allow_short=True)
+    # The command refuses before Spark starts, even when the configuration asks for it.
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    (conf / "local.yaml").write_text("maintenance:\n  vacuum_retention: 1 day\n")
+    assert main(["maintain", "--conf-dir", str(conf), "--lakehouse", str(tmp_path / "lh")]) == 2
+    assert main(["maintain", "--conf-dir", str(conf), "--lakehouse", str(tmp_path / "lh"),
+                 "--retain-hours", "0"]) == 2
+
+    # Three small appends: three small files.
+    path = SILVER_QUARANTINE.path(settings)
+    row = [("{", None, ["invalid_json"], "f.json", START)]
+    for _ in range(3):
+        spark.createDataFrame(row, SILVER_QUARANTINE.schema).coalesce(1).write.format(
+            "delta").mode("append").save(path)
+    folder = Path(path)
+    assert len(list(folder.glob("*.parquet"))) == 3
+
+    with pytest.raises(RetentionError):
+        maintain(spark, settings, [SILVER_QUARANTINE.key], retention_hours=0)
+    assert len(list(folder.glob("*.parquet"))) == 3  # nothing was touched
+
+    result, = maintain(spark, settings, [SILVER_QUARANTINE.key], retention_hours=0,
+                       allow_short_retention=True)
+    assert (result.before.files, result.before.small_files) == (3, 3)
+    assert (result.after.files, result.after.small_files) == (1, 1)
+    assert result.files_deleted_by_vacuum == 3
+    assert len(list(folder.glob("*.parquet"))) == 1
+    assert spark.read.format("delta").load(path).count() == 3
+
+
+def test_status_of_an_empty_lakehouse_says_not_created(spark: SparkSession,
+                                                       settings: Settings) -> None:
+    statuses = collect_status(spark, settings, now=START + timedelta(hours=1))
+    assert [s.exists for s in statuses] == [False] * len(ALL_TABLES)

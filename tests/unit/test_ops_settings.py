@@ -1,0 +1,68 @@
+"""Configuration of state store bounds and maintenance, and the spark-submit command line."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from medallion.config import ConfigError, load_settings
+from medallion.spark import DELTA_CONF
+from medallion.submit import format_command, submit_argv
+from tests.conftest import REPO
+
+
+def conf_dir(tmp_path: Path, overlay: str) -> Path:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    (folder / "local.yaml").write_text(overlay)
+    return folder
+
+
+def test_defaults_of_the_new_sections() -> None:
+    settings = load_settings(env="local", conf_dir=REPO / "conf", lakehouse="/tmp/lh")
+    assert settings.state_store.max_memory_mb == 256
+    assert settings.state_store.write_buffer_ratio == 0.5
+    assert settings.maintenance.vacuum_retention_hours == 168
+    assert settings.maintenance.zorder["silver/events"] == ("user_id", "timestamp")
+
+
+@pytest.mark.parametrize(("overlay", "key"), [
+    ("state_store:\n  max_memory_mb: 0\n", "state_store.max_memory_mb"),
+    ("state_store:\n  write_buffer_ratio: 1.5\n", "state_store.write_buffer_ratio"),
+    ("state_store:\n  block_cache: 3\n", "state_store.block_cache"),
+    ("maintenance:\n  vacuum_retention: 90 minutes\n", "maintenance.vacuum_retention"),
+    ("maintenance:\n  vacuum_retention: soon\n", "maintenance.vacuum_retention"),
+    ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder.gold/nope"),
+    ("maintenance:\n  zorder:\n    silver/events: [nope]\n", "maintenance.zorder.silver/events"),
+])
+def test_bad_values_name_the_key_and_the_file(tmp_path: Path, overlay: str, key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
+    assert error.value.key == key
+    assert error.value.source.endswith("local.yaml")
+
+
+def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tmp_path: Path) -> None:
+    folder = conf_dir(tmp_path, "spark:\n  packages: [org.example:extra:1.0]\n  conf:\n"
+                                "    spark.executor.cores: 2\nstate_store:\n  max_memory_mb: 64\n")
+    settings = load_settings(env="local", conf_dir=folder, landing="/data/in", lakehouse="/data/lh")
+    argv = submit_argv(settings, "silver", master="spark://127.0.0.1:7077", wheel="dist/m.whl",
+                       spark_submit="spark-submit", extra_conf={"spark.executor.memory": "1g"})
+    assert argv[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
+    packages = argv[argv.index("--packages") + 1].split(",")
+    assert packages[0].startswith("io.delta:delta-spark_2.13:4.0.") and packages[1] == "org.example:extra:1.0"
+    confs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
+    assert {k: confs[k] for k in DELTA_CONF} == DELTA_CONF
+    assert confs["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
+    assert confs["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert confs["spark.executor.cores"] == "2" and confs["spark.executor.memory"] == "1g"
+    assert argv[argv.index("--py-files") + 1] == str(Path("dist/m.whl").resolve())
+    entry = argv.index(str(REPO / "jobs" / "silver.py"))
+    assert argv[entry + 1:] == ["--env", "local", "--landing", "/data/in", "--lakehouse", "/data/lh"]
+    line = format_command(argv, {"PYSPARK_PYTHON": "/opt/py thon"})
+    assert shlex.split(line) == ["PYSPARK_PYTHON=/opt/py thon", *argv]
+    with pytest.raises(ValueError, match="no job"):
+        submit_argv(settings, "platinum")
