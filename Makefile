@@ -34,7 +34,7 @@ run: setup ## generate sample data, run bronze -> silver -> gold, show the gold 
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup s3proxy ## run the test suite (unit, integration, reliability)
+test: setup s3proxy chromium ## run the test suite (unit, integration, reliability, operations)
 	$(BIN)/pytest -q
 
 test-unit: setup ## run the unit tests only

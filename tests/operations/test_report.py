@@ -7,7 +7,6 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings
@@ -59,8 +58,7 @@ def test_report_shows_the_monitoring_tables_and_renders_in_chromium(
     assert points.count("duplicates %: 10") == 1
     assert points.count("view: 12") == 1 and points.count("view: 8") == 1
 
-    if find_chromium() is None:  # .ci/run installs it (make chromium); only this check is skipped
-        pytest.skip("chromium not installed: run `make chromium` to check the rendering")
+    assert find_chromium() is not None, "chromium is not installed: `make chromium` installs it"
     rendering = render(page, tmp_path / "report.png")
     assert rendering.page_errors == []
     assert rendering.dom.count("<svg") == 5
