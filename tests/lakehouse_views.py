@@ -19,6 +19,7 @@ from medallion.tables import (
     SILVER_QUARANTINE,
     TableSpec,
 )
+from tests.reference import Lakehouse
 
 
 def rows(spark: SparkSession, settings: Settings, spec: TableSpec, *columns: str) -> list[tuple]:
@@ -53,3 +54,36 @@ def snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
         {"total": sum(r[0] for r in rows(spark, settings, SILVER_BATCH_METRICS,
                                          "duplicates_removed"))})
     return normal
+
+
+def _set(table: list[tuple]) -> set[tuple]:
+    return {tuple(_normal(v) for v in row) for row in table}
+
+
+def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehouse) -> None:
+    """The lakehouse holds what the independent model says one run per burst fed to it gives."""
+    from medallion import tables as t
+
+    bronze = rows(spark, settings, t.BRONZE_EVENTS, "raw")
+    assert Counter(r[0] for r in bronze) == Counter(model.bronze_lines)
+
+    silver = rows(spark, settings, t.SILVER_EVENTS,
+                  "event_id", "user_id", "event_type", "timestamp", "amount", "segment")
+    expected_silver = {(e.event_id, e.user_id, e.event_type, e.timestamp, e.amount,
+                        model.segment(e.user_id)) for e in model.silver.values()}
+    assert len(silver) == len(expected_silver), "silver holds one row per event_id"
+    assert _set(silver) == {tuple(_normal(v) for v in row) for row in expected_silver}
+
+    quarantine = rows(spark, settings, t.SILVER_QUARANTINE, "raw", "reasons")
+    assert len(quarantine) == model.quarantined
+    assert all(reasons for _, reasons in quarantine), "every quarantined row says why"
+
+    duplicates = sum(r[0] for r in rows(spark, settings, t.SILVER_BATCH_METRICS,
+                                        "duplicates_removed"))
+    assert duplicates == model.duplicates
+    assert len(bronze) == len(silver) + len(quarantine) + duplicates
+
+    assert _set(rows(spark, settings, t.GOLD_EVENT_COUNTS_5M)) == model.event_counts_5m()
+    assert _set(rows(spark, settings, t.GOLD_USER_ACTIVITY_SLIDING)) == model.user_activity_sliding()
+    assert _set(rows(spark, settings, t.GOLD_SEGMENT_REVENUE_1H)) == model.segment_revenue_1h()
+    assert _set(rows(spark, settings, t.GOLD_USER_SESSIONS)) == model.user_sessions()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -16,46 +14,10 @@ from medallion.generate import GenerateSpec, generate_landing, write_atomically
 from medallion.pipeline import Layer, run_pipeline
 from medallion.streaming import TableRun
 from medallion.tables import ALL_TABLES, RUN_RECORDS
-from tests.lakehouse_views import rows, snapshot
+from tests.lakehouse_views import assert_matches_model, snapshot
 from tests.reference import Lakehouse, read_lines, read_segments
 
 START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
-
-
-def _n(value: object) -> object:
-    return value.normalize() if isinstance(value, Decimal) else value
-
-
-def _set(table: list[tuple]) -> set[tuple]:
-    return {tuple(_n(v) for v in row) for row in table}
-
-
-def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehouse) -> None:
-    from medallion import tables as t
-
-    bronze = rows(spark, settings, t.BRONZE_EVENTS, "raw")
-    assert Counter(r[0] for r in bronze) == Counter(model.bronze_lines)
-
-    silver = rows(spark, settings, t.SILVER_EVENTS,
-                  "event_id", "user_id", "event_type", "timestamp", "amount", "segment")
-    expected_silver = {(e.event_id, e.user_id, e.event_type, e.timestamp, e.amount,
-                        model.segment(e.user_id)) for e in model.silver.values()}
-    assert len(silver) == len(expected_silver), "silver holds one row per event_id"
-    assert _set(silver) == {tuple(_n(v) for v in row) for row in expected_silver}
-
-    quarantine = rows(spark, settings, t.SILVER_QUARANTINE, "raw", "reasons")
-    assert len(quarantine) == model.quarantined
-    assert all(reasons for _, reasons in quarantine), "every quarantined row says why"
-
-    duplicates = sum(r[0] for r in rows(spark, settings, t.SILVER_BATCH_METRICS,
-                                        "duplicates_removed"))
-    assert duplicates == model.duplicates
-    assert len(bronze) == len(silver) + len(quarantine) + duplicates
-
-    assert _set(rows(spark, settings, t.GOLD_EVENT_COUNTS_5M)) == model.event_counts_5m()
-    assert _set(rows(spark, settings, t.GOLD_USER_ACTIVITY_SLIDING)) == model.user_activity_sliding()
-    assert _set(rows(spark, settings, t.GOLD_SEGMENT_REVENUE_1H)) == model.segment_revenue_1h()
-    assert _set(rows(spark, settings, t.GOLD_USER_SESSIONS)) == model.user_sessions()
 
 
 def table_versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
