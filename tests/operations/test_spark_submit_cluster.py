@@ -27,7 +27,6 @@ from pyspark.sql import SparkSession
 from medallion.config import Paths, Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.pipeline import Layer, run_pipeline
-from medallion.submit import submit_argv, submit_env
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot
 
@@ -117,15 +116,24 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
     on_cluster = dataclasses.replace(
         settings, paths=Paths(settings.paths.landing, str(tmp_path / "cluster-lakehouse")))
 
-    argv = submit_argv(on_cluster, "all", master=master, extra_conf={
-        "spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "768m",
-        "spark.driver.host": "127.0.0.1",
-        # One state store instance per stateful query: tiny data, slow shared machine.
-        "spark.sql.shuffle.partitions": "1"})
-    env = {**os.environ, **submit_env(), "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    # As cron and the Airflow DAG do: infra/scheduling/run-job.sh asks `medallion submit-cmd` for
+    # the command line and runs it.
+    settings_args = ["--landing", on_cluster.paths.landing, "--lakehouse", on_cluster.paths.lakehouse]
+    conf = {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "768m",
+            "spark.driver.host": "127.0.0.1",
+            # One state store instance per stateful query: tiny data, slow shared machine.
+            "spark.sql.shuffle.partitions": "1"}
+    argv = [str(REPO / "infra" / "scheduling" / "run-job.sh"), "all", "--master", master,
+            *(arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")),
+            *settings_args]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "MEDALLION_HOME": str(REPO),
+           "MEDALLION_LOCK_DIR": str(tmp_path)}
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "silver/events" in done.stdout  # the run summary
+    # The script logs the command it ran: spark-submit with the master and the Delta package.
+    command = next(line for line in done.stderr.splitlines() if line.startswith("medallion all: "))
+    assert f"--master {master}" in command and "io.delta:delta-spark" in command
 
     # It ran on the cluster: the master lists it as a finished application.
     apps = _cluster_state(ui_port)["completedapps"]
