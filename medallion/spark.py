@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -159,6 +160,11 @@ def build_session(settings: Settings, register_tables: bool = True,
     if not submitted.contains("spark.jars.packages"):
         extra = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings))
         builder = builder.config("spark.jars.packages", ",".join(delta_packages(extra)))
+    if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
+        # Python workers run this interpreter (the venv's, with the package's dependencies), not
+        # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads
+        # the variable when the context starts (spark-submit sets it from its own settings).
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     conf = {**session_conf(settings), **(extra_conf or {})}
     for key, value in conf.items():
         if not submitted.contains(key):  # a --conf given to spark-submit wins

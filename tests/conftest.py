@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.s3_support"]  # the S3-compatible server and its settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+os.environ.pop("PYSPARK_PYTHON", None)  # the session factory picks the workers' Python itself
 # PySpark turns TIMESTAMP values into naive datetimes in the process's zone: make that UTC.
 os.environ["TZ"] = "UTC"
 time.tzset()
