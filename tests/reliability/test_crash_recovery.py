@@ -22,7 +22,11 @@ from medallion.tables import SILVER_EVENTS
 from tests.conftest import REPO, make_settings
 from tests.lakehouse_views import snapshot
 
-KILL_FRACTIONS = (0.3, 0.55, 0.8)
+# Where the runs are killed: as soon as the query's checkpoint has planned its second batch
+# (offsets/1 written, commits/1 not yet), and for silver a moment later, while that batch writes.
+# Each run resumes from the previous one's checkpoints, so the three kills land in bronze, in
+# silver and in gold of one pipeline's work.
+KILL_POINTS = (("bronze/events", 0.0), ("silver/events", 1.0), ("gold/event_counts_5m", 0.0))
 
 
 def conf_with_small_batches(root: Path) -> Path:
@@ -30,8 +34,10 @@ def conf_with_small_batches(root: Path) -> Path:
     conf = root / "conf"
     conf.mkdir()
     shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    # Spark's in-memory catalog: the runs here do not need Derby's, which takes seconds to boot.
     (conf / "local.yaml").write_text(
-        "spark:\n  shuffle_partitions: 1\nstreaming:\n  max_files_per_trigger: 1\n")
+        "spark:\n  shuffle_partitions: 1\nstreaming:\n  max_files_per_trigger: 1\n"
+        "catalog:\n  metastore: in-memory\n")
     return conf
 
 
@@ -45,6 +51,20 @@ def start_run(conf: Path, landing: Path, lakehouse: Path, log: Path) -> subproce
     )
 
 
+def wait_then_kill(run: subprocess.Popen[bytes], planned: Path, delay: float) -> bool:
+    """Kill the run's process group ``delay`` seconds after ``planned`` appears; whether it was
+    still running then (False: it finished first)."""
+    deadline = time.monotonic() + 900
+    while not planned.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(delay)
+    if run.poll() is not None:
+        return False
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    return True
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(
@@ -52,35 +72,36 @@ def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(
 ) -> None:
     conf = conf_with_small_batches(tmp_path)
     landing = tmp_path / "landing"
-    generate_landing(landing, GenerateSpec(events=800, files=4, users=30, burst="c1",
+    generate_landing(landing, GenerateSpec(events=600, files=3, users=30, burst="c1",
                                            seconds_between_events=3, seed=5))
     log = tmp_path / "runs.log"
 
-    began = time.monotonic()
-    clean = start_run(conf, landing, tmp_path / "clean", log)
-    assert clean.wait(timeout=1200) == 0, log.read_text()[-3000:]
-    clean_seconds = time.monotonic() - began
+    # The clean run, in this process: the same code and configuration as the killed ones. The
+    # shared session gets the configuration's shuffle partitions for it: they decide how many
+    # files a silver batch writes, so how gold's one-file batches fall, so which late events
+    # gold's watermark drops.
+    clean = make_settings_at(tmp_path / "clean", landing, conf)
+    shared = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
+    try:
+        run_pipeline(spark, clean, Layer.ALL, Trigger())
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shared)
 
-    crashed = tmp_path / "crashed"
-    interrupted = 0
-    for fraction in KILL_FRACTIONS:
-        run = start_run(conf, landing, crashed, log)
-        try:
-            run.wait(timeout=clean_seconds * fraction)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-            interrupted += 1
-        assert run.returncode in (0, -signal.SIGKILL), log.read_text()[-3000:]
-    assert interrupted >= 2, "the kills must land while the job is running"
-    final = start_run(conf, landing, crashed, log)
+    crashed = make_settings_at(tmp_path / "crashed", landing, conf)
+    for table, delay in KILL_POINTS:
+        run = start_run(conf, landing, Path(crashed.paths.lakehouse), log)
+        planned = Path(crashed.checkpoint_path(table)) / "offsets" / "1"
+        assert wait_then_kill(run, planned, delay), f"the run ended before {table}'s kill point"
+        if delay == 0:  # killed between planning the batch and committing it
+            assert not (Path(crashed.checkpoint_path(table)) / "commits" / "1").exists(), table
+    final = start_run(conf, landing, Path(crashed.paths.lakehouse), log)
     assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
 
-    expected = snapshot(spark, make_settings_at(tmp_path / "clean", landing, conf))
-    actual = snapshot(spark, make_settings_at(crashed, landing, conf))
+    expected, actual = snapshot(spark, clean), snapshot(spark, crashed)
     for table in expected:
         assert actual[table] == expected[table], f"{table} differs after crashes"
-    assert sum(expected["bronze/events"].values()) == 800
+    assert sum(expected["bronze/events"].values()) == 600
 
 
 def make_settings_at(lakehouse: Path, landing: Path, conf: Path) -> Settings:
