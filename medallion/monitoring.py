@@ -3,9 +3,11 @@
 A :class:`ProgressCollector` is a ``StreamingQueryListener``: Spark calls it on the driver after
 each micro-batch. The callback only logs one JSON line and buffers a row; writing to Delta from
 inside the callback would run a Spark job on the listener bus thread, which slows the stream or
-deadlocks it. The buffer is written by :meth:`ProgressCollector.flush`, called when the queries
-have finished (or periodically by a long-running service), as a MERGE on (run id, batch id):
-flushing twice, or after a crash in the middle of a flush, never writes a row twice.
+deadlocks it. The buffer is written by :meth:`ProgressCollector.flush`, called after each layer
+of a run (or periodically by a long-running service), as an append that Delta makes idempotent
+(``txnAppId`` = the collector's pipeline run, ``txnVersion`` = the flush's number): a flush retried
+after a failure whose commit did in fact land is skipped, never written twice. An append costs the
+same however long the history grows (a MERGE would scan all of it on every flush).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import (
@@ -30,7 +31,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from medallion.config import Settings
-from medallion.sinks.delta import ensure_table
+from medallion.sinks.delta import append_batch, ensure_table
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,10 @@ class ProgressCollector(StreamingQueryListener):
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._outcomes: list[RunOutcome] = []
+        # A flush that failed keeps its rows and its transaction number for the retry: a retry
+        # of a commit that did land is then skipped by Delta instead of appended again.
+        self._unsent: tuple[int, list[dict[str, Any]], list[RunOutcome]] | None = None
+        self._flushes = 0
         self._behind: dict[str, int] = {}
         self._started: set[str] = set()
         self._terminated: set[str] = set()
@@ -159,58 +164,47 @@ class ProgressCollector(StreamingQueryListener):
     def pending(self) -> int:
         """Rows buffered and not written yet."""
         with self._lock:
-            return len(self._rows) + len(self._outcomes)
+            unsent = len(self._unsent[1]) + len(self._unsent[2]) if self._unsent else 0
+            return len(self._rows) + len(self._outcomes) + unsent
 
     def flush(self) -> int:
         """Write the buffered progress rows and run outcomes; return how many progress rows."""
-        spark = self._session
         with self._lock:
-            rows, self._rows = self._rows, []
-            outcomes, self._outcomes = self._outcomes, []
-        try:
-            if rows:
-                _merge_progress(spark, self.settings, rows)
-            if outcomes:
-                _append_outcomes(spark, self.settings, self.pipeline_run, self.trigger, outcomes)
-        except Exception:
-            with self._lock:  # keep them for the next flush
-                self._rows = rows + self._rows
-                self._outcomes = outcomes + self._outcomes
-            raise
+            if self._unsent is None:
+                if not self._rows and not self._outcomes:
+                    return 0
+                self._unsent = (self._flushes, self._rows, self._outcomes)
+                self._flushes += 1
+                self._rows, self._outcomes = [], []
+            number, rows, outcomes = self._unsent
+        # Raises on failure, keeping ``_unsent`` for the next flush (same transaction number).
+        _append(self._session, self.settings, self.pipeline_run, self.trigger, number, rows,
+                outcomes)
+        with self._lock:
+            self._unsent = None
         log.debug("monitoring: wrote %d progress rows, %d outcomes", len(rows), len(outcomes))
         return len(rows)
 
 
-def _merge_progress(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
-    path = QUERY_PROGRESS.path(settings)
-    ensure_table(spark, QUERY_PROGRESS, path)
-    frame = spark.createDataFrame(
-        [{**row, "recorded_at": utcnow()} for row in rows],
-        QUERY_PROGRESS.schema,
-    ).dropDuplicates(["run_id", "batch_id"])
-    (
-        DeltaTable.forPath(spark, path).alias("t")
-        .merge(frame.alias("s"), "t.run_id = s.run_id AND t.batch_id = s.batch_id")
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
-
-
-def _append_outcomes(spark: SparkSession, settings: Settings, pipeline_run: str, trigger: str,
-                     outcomes: list[RunOutcome]) -> None:
-    path = RUN_OUTCOMES.path(settings)
-    ensure_table(spark, RUN_OUTCOMES, path)
-    frame = spark.createDataFrame(
-        [(pipeline_run, o.table, trigger, o.started_at, o.finished_at, o.succeeded, o.rows_in,
-          o.rows_out, o.error) for o in outcomes],
-        RUN_OUTCOMES.schema,
-    )
-    (
-        DeltaTable.forPath(spark, path).alias("t")
-        .merge(frame.alias("s"), "t.pipeline_run = s.pipeline_run AND t.table = s.table")
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+def _append(spark: SparkSession, settings: Settings, pipeline_run: str, trigger: str,
+            number: int, rows: list[dict[str, Any]], outcomes: list[RunOutcome]) -> None:
+    """Append one flush's rows to both monitoring tables, each commit once per (run, number)."""
+    now = utcnow()
+    if rows:
+        path = QUERY_PROGRESS.path(settings)
+        ensure_table(spark, QUERY_PROGRESS, path)
+        frame = spark.createDataFrame([{**row, "recorded_at": now} for row in rows],
+                                      QUERY_PROGRESS.schema)
+        append_batch(frame.coalesce(1), path, f"monitoring-{pipeline_run}", number)
+    if outcomes:
+        path = RUN_OUTCOMES.path(settings)
+        ensure_table(spark, RUN_OUTCOMES, path)
+        frame = spark.createDataFrame(
+            [(pipeline_run, o.table, trigger, o.started_at, o.finished_at, o.succeeded, o.rows_in,
+              o.rows_out, o.error) for o in outcomes],
+            RUN_OUTCOMES.schema,
+        )
+        append_batch(frame.coalesce(1), path, f"monitoring-{pipeline_run}", number)
 
 
 def install(spark: SparkSession, settings: Settings, trigger: str = "") -> ProgressCollector:

@@ -56,7 +56,8 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     run side by side until stopped, each picking up what the one before it commits.
 
     With ``monitor`` every micro-batch's progress and each table's outcome are written to
-    ``<lakehouse>/_monitoring`` (after the queries finish, or periodically for a service).
+    ``<lakehouse>/_monitoring`` (after each layer, or every minute for a service), so a run killed
+    in gold still leaves the record of its bronze and silver batches.
     """
     collector = install(spark, settings, str(trigger)) if monitor else None
     try:
@@ -70,6 +71,8 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
             log.info("running %s with trigger %s", each.value, trigger)
             try:
                 runs += await_all(STARTERS[each](spark, settings, trigger), collector)
+                if collector is not None:
+                    _write_monitoring(collector)
             except JobError:
                 raise
             except (Py4JError, PySparkException) as exc:
@@ -82,12 +85,19 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
             _finish_monitoring(spark, collector)
 
 
-def _finish_monitoring(spark: SparkSession, collector: ProgressCollector) -> None:
-    """Write what the collector still holds, then detach it; a failure here is only logged."""
+def _write_monitoring(collector: ProgressCollector) -> None:
+    """Write what the collector holds once its queries' events are in; failures are only logged
+    (the rows stay buffered for the next write): the run matters more than its record."""
     try:
         collector.wait_for_events()
         collector.flush()
-    except Exception:  # the run's own result matters more than its monitoring rows
+    except Exception:
         log.exception("monitoring: could not write the progress of this run")
+
+
+def _finish_monitoring(spark: SparkSession, collector: ProgressCollector) -> None:
+    """Write what the collector still holds, then detach it."""
+    try:
+        _write_monitoring(collector)
     finally:
         uninstall(spark, collector)

@@ -18,7 +18,7 @@ from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.pipeline import Layer, run_pipeline
-from medallion.tables import SILVER_EVENTS
+from medallion.tables import QUERY_PROGRESS, SILVER_EVENTS
 from tests.conftest import REPO, make_settings
 from tests.lakehouse_views import snapshot
 
@@ -95,6 +95,11 @@ def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(
         assert wait_then_kill(run, planned, delay), f"the run ended before {table}'s kill point"
         if delay == 0:  # killed between planning the batch and committing it
             assert not (Path(crashed.checkpoint_path(table)) / "commits" / "1").exists(), table
+    # Each layer's monitoring rows are written when the layer ends: the runs killed in silver and
+    # in gold left the record of the bronze and silver batches they completed.
+    recorded = {row[0] for row in spark.read.format("delta").load(QUERY_PROGRESS.path(crashed))
+                .select("query_name").collect()}
+    assert {"bronze/events", "silver/events"} <= recorded, recorded
     final = start_run(conf, landing, Path(crashed.paths.lakehouse), log)
     assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
 
