@@ -74,9 +74,10 @@ kafka-demo: setup ## publish sample events to the local broker and run them to g
 S3PROXY_STAMP := infra/s3proxy/lib/.resolved
 ENV ?= dev
 
+# A Maven repository of its own: nothing lands in ~/.m2 (medallion/ivysettings.xml says why).
 $(S3PROXY_STAMP): infra/s3proxy/pom.xml
 	rm -rf infra/s3proxy/lib
-	mvn -q -B -f infra/s3proxy/pom.xml package
+	mvn -q -B -f infra/s3proxy/pom.xml -Dmaven.repo.local=$(CURDIR)/infra/s3proxy/.m2 package
 	touch $@
 
 s3proxy: $(S3PROXY_STAMP) ## fetch S3Proxy (the tests' S3-compatible server) from Maven Central

@@ -49,11 +49,11 @@ def spark_sql_command(settings: Settings) -> list[str]:
     """The ``spark-sql`` command line (pyspark's own launcher) with the project's settings."""
     import pyspark
 
-    from medallion.spark import delta_packages, session_conf
+    from medallion.spark import jvm_packages, session_conf
 
     command = [str(Path(pyspark.__file__).parent / "bin" / "spark-sql"),
                "--name", f"{settings.spark.app_name}-sql",
-               "--packages", ",".join(delta_packages(settings.spark.packages))]
+               "--packages", ",".join(jvm_packages(settings))]
     if settings.spark.master:
         command += ["--master", settings.spark.master]
     if settings.catalog.metastore is Metastore.EMBEDDED:

@@ -60,6 +60,30 @@ def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
     return packages + [p for p in extra if p not in packages]
 
 
+# The project's own Ivy settings: Maven Central only, never ~/.m2 or the local Ivy repository
+# (see the file for why). Shipped inside the package, so a wheel under spark-submit has it too.
+IVY_SETTINGS = Path(__file__).resolve().with_name("ivysettings.xml")
+# Where Ivy keeps what it fetched; unset: Spark's default (~/.ivy2.5.2). CI points it at an
+# empty folder so that every run proves the packages resolve on a fresh machine.
+IVY_HOME_ENV = "MEDALLION_IVY_HOME"
+
+
+def resolution_conf() -> dict[str, str]:
+    """How every session the project starts resolves its JVM packages (``spark.jars.*``)."""
+    conf = {"spark.jars.ivySettings": str(IVY_SETTINGS)}
+    ivy_home = os.environ.get(IVY_HOME_ENV)
+    if ivy_home:
+        conf["spark.jars.ivy"] = str(Path(ivy_home).expanduser().resolve())
+    return conf
+
+
+def jvm_packages(settings: Settings, extra: tuple[str, ...] = ()) -> list[str]:
+    """Every Maven coordinate a session of ``settings`` asks for: Delta, ``spark.packages``,
+    S3A (and the DynamoDB log store if configured), the Kafka connector when Kafka is used."""
+    extras = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings), *extra)
+    return delta_packages(tuple(dict.fromkeys(extras)))
+
+
 def derby_dir(settings: Settings) -> str:
     """Folder of the embedded Derby metastore database: ``<lakehouse>/_catalog/metastore_db``."""
     return f"{settings.catalog_dir()}/metastore_db"
@@ -86,6 +110,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
     The interactive SQL shell is launched with exactly these, so it sees what the jobs see.
     """
     return {
+        **resolution_conf(),
         **BASE_CONF,
         **state_store_conf(settings),
         **s3a_conf(settings.s3),
@@ -116,15 +141,18 @@ def _quiet_metastore_warnings(spark: SparkSession) -> None:
             name, level)
 
 
-def kafka_packages(settings: Settings) -> tuple[str, ...]:
-    """Spark's Kafka connector, when a job uses Kafka: at ``kafka.connector_version`` if set,
-    else at the installed pyspark version."""
-    if not settings.uses_kafka:
-        return ()
+def kafka_connector(settings: Settings) -> str:
+    """Maven coordinate of Spark's Kafka connector: at ``kafka.connector_version`` if set, else
+    at the installed pyspark version."""
     from importlib.metadata import version
 
     release = settings.kafka.connector_version or version("pyspark")
-    return (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}",)
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}"
+
+
+def kafka_packages(settings: Settings) -> tuple[str, ...]:
+    """The Kafka connector, when a job uses Kafka; else nothing."""
+    return (kafka_connector(settings),) if settings.uses_kafka else ()
 
 
 def submitted_conf() -> SparkConf:
@@ -158,8 +186,7 @@ def build_session(settings: Settings, register_tables: bool = True,
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
     if not submitted.contains("spark.jars.packages"):
-        extra = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings))
-        builder = builder.config("spark.jars.packages", ",".join(delta_packages(extra)))
+        builder = builder.config("spark.jars.packages", ",".join(jvm_packages(settings)))
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads

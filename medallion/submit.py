@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medallion.config import Settings
-from medallion.spark import BASE_CONF, DELTA_CONF, delta_packages, state_store_conf
+from medallion.spark import BASE_CONF, DELTA_CONF, jvm_packages, resolution_conf, state_store_conf
 
 JOBS = ("bronze", "silver", "gold", "all")
 DEFAULT_JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
@@ -37,8 +37,9 @@ def submit_argv(settings: Settings, job: str, *, master: str | None = None,
     if chosen_master:
         argv += ["--master", chosen_master]
     argv += ["--name", f"{settings.spark.app_name}-{job}",
-             "--packages", ",".join(delta_packages(settings.spark.packages))]
+             "--packages", ",".join(jvm_packages(settings))]
     conf = {
+        **resolution_conf(),
         **BASE_CONF,
         **state_store_conf(settings),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),

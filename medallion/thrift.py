@@ -120,9 +120,10 @@ def with_thriftserver_packages(settings: Settings) -> Settings:
 
 def package_jars(settings: Settings) -> list[str]:
     """Local paths of the jars ``spark.jars.packages`` resolves to (cached per package list)."""
-    from medallion.spark import delta_packages
+    from medallion.spark import jvm_packages, resolution_conf
 
-    packages = ",".join(delta_packages(settings.spark.packages))
+    # the Ivy home is part of the key: jars resolved under another one may be gone
+    packages = ",".join([*jvm_packages(settings), *resolution_conf().values()])
     digest = hashlib.sha256(packages.encode()).hexdigest()[:12]
     cache = Path(tempfile.gettempdir()) / f"medallion-jars-{digest}.txt"
     if cache.is_file():

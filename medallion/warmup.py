@@ -1,7 +1,9 @@
-"""Fetch the JVM packages once at set-up, so the first real run does not pay for it.
+"""Fetch the JVM packages once at set-up, so the first real run and the first test do not.
 
-``python -m medallion.warmup`` starts and stops a local session with the project's packages;
-Ivy caches the Delta jar (and any configured package) from Maven Central under ``~/.ivy2*``.
+``python -m medallion.warmup`` starts and stops a local session that asks for every package the
+project's sessions may ask for: Delta, S3A (hadoop-aws), the Kafka connector and any configured
+``spark.packages``. Ivy fetches them from Maven Central, through the project's own settings
+(``medallion/ivysettings.xml``), into the Ivy home (``MEDALLION_IVY_HOME``, else ``~/.ivy2.5.2``).
 With ``--jars-file PATH`` it also writes the local paths of the resolved jars there, one a line
 (the Thrift server puts them on the driver's class path).
 """
@@ -15,22 +17,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from medallion.config import load_settings
-from medallion.spark import build_session
+from medallion.spark import build_session, kafka_connector
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Start one session with the configured packages, then stop it."""
+    """Start one session with every package the project uses, then stop it."""
     parser = argparse.ArgumentParser(prog="python -m medallion.warmup")
     parser.add_argument("--jars-file", help="write the resolved jars' paths to this file")
     parser.add_argument("--package", action="append", default=[],
-                        help="Maven coordinates to resolve besides the configured ones")
+                        help="Maven coordinates to resolve besides the project's own")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(landing=f"{tmp}/landing", lakehouse=f"{tmp}/lakehouse")
-        packages = tuple(dict.fromkeys([*settings.spark.packages, *args.package]))
+        packages = tuple(dict.fromkeys(
+            [*settings.spark.packages, kafka_connector(settings), *args.package]))
         settings = replace(settings, spark=replace(settings.spark, packages=packages))
         spark = build_session(settings, register_tables=False)
         spark.range(1).collect()
+        # the connector's classes load (a source is defined, nothing is connected to)
+        spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9") \
+            .option("subscribe", "warmup").load()
         jars = spark.sparkContext.getConf().get("spark.jars") or ""
         spark.stop()
     if args.jars_file:

@@ -1,0 +1,53 @@
+"""JVM packages resolve on a fresh machine, whatever else lives in ``~/.m2``.
+
+The machine this reproduces: a Maven build (S3Proxy's, say) left ``~/.m2/repository`` holding
+slf4j-api 2.0.16's pom but not its jar, and the Ivy cache is empty. Spark's default Ivy chain
+"finds" slf4j-api in ``~/.m2``, fails to fetch its jar, and no session with the Kafka connector
+(which depends on it) can start. The project's own Ivy settings consult Maven Central alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from medallion.spark import IVY_HOME_ENV
+from tests.conftest import REPO
+
+SLF4J = "org/slf4j/slf4j-api/2.0.16"
+
+
+def _home_with_a_pom_without_its_jar(home: Path) -> None:
+    folder = home / ".m2" / "repository" / SLF4J
+    folder.mkdir(parents=True)
+    (folder / "slf4j-api-2.0.16.pom").write_text(
+        "<project><modelVersion>4.0.0</modelVersion><groupId>org.slf4j</groupId>"
+        "<artifactId>slf4j-api</artifactId><version>2.0.16</version></project>\n",
+        encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poisoned_m2(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _home_with_a_pom_without_its_jar(home)
+    env = {k: v for k, v in os.environ.items() if k not in (IVY_HOME_ENV, "PYSPARK_PYTHON")}
+    # Every JVM (Spark's Ivy included) takes this as the user's home: ~/.m2 and ~/.ivy2.5.2 are
+    # the ones made above, so nothing cached on this machine can help.
+    env["JAVA_TOOL_OPTIONS"] = f"-Duser.home={home}"
+    done = subprocess.run([sys.executable, "-m", "medallion.warmup"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "JVM packages ready" in done.stdout
+    jars = {p.name for p in (home / ".ivy2.5.2" / "jars").iterdir()}
+    assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.0.jar" in jars
+    assert "org.slf4j_slf4j-api-2.0.16.jar" in jars  # fetched from Central, not "found" in ~/.m2
+    assert "local-m2-cache" not in output
+    # the pom in ~/.m2 is still alone: resolution neither read nor wrote the Maven repository
+    assert sorted(p.name for p in (home / ".m2" / "repository" / SLF4J).iterdir()) == [
+        "slf4j-api-2.0.16.pom"]
