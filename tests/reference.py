@@ -62,6 +62,7 @@ def parse(line: str) -> Event | None:
         return None
     if not (isinstance(user_id, str) and user_id.strip()):
         return None
+    event_id, user_id = event_id.strip(), user_id.strip()  # ids compare after trimming
     if kind not in EVENT_TYPES:
         return None
     instant = _timestamp(doc.get("timestamp"))

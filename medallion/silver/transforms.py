@@ -50,13 +50,16 @@ def _absent(json_type: Column) -> Column:
 
 
 def _required_string(doc: Column, name: str, missing: str, invalid: str) -> tuple[Column, Column]:
-    """The field's trimmed text, and the reason it fails (null when it passes)."""
+    """The field's trimmed text, and the reason it fails (null when it passes).
+
+    Identifiers are compared after trimming (the contract): ``" u1"`` and ``"u1"`` are one user.
+    """
     value, json_type = _field(doc, name)
-    text = F.try_variant_get(value, "$", "string")
+    text = F.trim(F.try_variant_get(value, "$", "string"))
     reason = (
         F.when(_absent(json_type), F.lit(missing))
         .when(json_type != "STRING", F.lit(invalid))
-        .when(F.trim(text) == "", F.lit(missing))
+        .when(text == "", F.lit(missing))
     )
     return text, reason
 
@@ -166,15 +169,23 @@ def remove_known(known_ids: DataFrame) -> Callable[[DataFrame], DataFrame]:
 
 
 def latest_customers(customers: DataFrame) -> DataFrame:
-    """The customers dimension: the latest well-formed row of each ``customer_id``."""
+    """The customers dimension: the latest well-formed row of each trimmed ``customer_id``.
+
+    One row per id whatever the data, so that enrichment never multiplies an event: ids that
+    differ only by surrounding spaces are one customer. The latest file wins; within one file
+    (Spark keeps no line order) the ordering of name and segment decides, so that a replay
+    picks the same row.
+    """
     latest = Window.partitionBy("customer_id").orderBy(
-        F.col("ingested_at").desc(), F.col("source_file").desc())
+        F.col("ingested_at").desc(), F.col("source_file").desc(),
+        F.col("customer_name").desc_nulls_last(), F.col("segment").desc_nulls_last())
     return (
         customers.where(F.col("_corrupt_record").isNull())
-        .where(F.col("customer_id").isNotNull() & (F.trim("customer_id") != ""))
+        .withColumn("customer_id", F.trim("customer_id"))
+        .where(F.col("customer_id").isNotNull() & (F.col("customer_id") != ""))
         .withColumn("_rank", F.row_number().over(latest))
         .where(F.col("_rank") == 1)
-        .select(F.trim("customer_id").alias("customer_id"), "customer_name", "segment")
+        .select("customer_id", "customer_name", "segment")
     )
 
 

@@ -44,8 +44,10 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``.
 
     ``doc`` (from ``catalog.tables`` in configuration) gives the table and column comments it is
-    created with, so the first run already commits them with the table.
+    created with, so the first run already commits them with the table. A table whose creation
+    was killed before its first commit (a log folder without a commit) is created again.
     """
+    discard_uncommitted_table(spark, path)
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
@@ -64,6 +66,28 @@ def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
     hadoop_path = _jvm(spark).org.apache.hadoop.fs.Path(path)
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     return hadoop_path.getFileSystem(conf), hadoop_path
+
+
+def discard_uncommitted_table(spark: SparkSession, path: str) -> bool:
+    """Remove a table folder whose Delta log holds no commit; return whether it did.
+
+    A process killed while creating a table (Delta stages the commit under
+    ``_delta_log/_staged_commits`` first) leaves a log folder without version 0. Delta then takes
+    the folder for a table and fails to read it, on every later run. Nothing was ever committed
+    there, so nothing can be lost by starting the creation over.
+    """
+    fs, log_path = _hadoop_path(spark, f"{path}/_delta_log")
+    if not fs.exists(log_path):
+        return False
+    for status in fs.listStatus(log_path):
+        name = status.getPath().getName()
+        if name[:20].isdigit() and (name.endswith(".json") or ".checkpoint" in name):
+            return False  # a committed table (version 0 or a checkpoint)
+    log.warning("%s: a table creation was interrupted before its first commit; creating it again",
+                path)
+    table_fs, table_path = _hadoop_path(spark, path)
+    table_fs.delete(table_path, True)
+    return True
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:

@@ -167,6 +167,36 @@ def test_latest_customers_takes_the_newest_well_formed_row(spark: SparkSession) 
     assertDataFrameEqual(customers.transform(latest_customers), expected)
 
 
+def test_customer_ids_differing_only_by_spaces_are_one_customer(spark: SparkSession) -> None:
+    t = utc("2025-01-01T00:00:00")
+    customers = spark.createDataFrame(
+        [("u1", "Ann", "smb", None, "1.csv", t),
+         (" u1", "Ann", "smb", None, "1.csv", t),
+         ("u1 ", "Ann B.", "enterprise", None, "1.csv", t),
+         ("  ", "Nobody", "smb", None, "1.csv", t)],
+        CUSTOMER_SCHEMA,
+    )
+    dimension = customers.transform(latest_customers)
+    # one row; among rows of one file the name then the segment decide (descending)
+    assert [tuple(r) for r in dimension.collect()] == [("u1", "Ann B.", "enterprise")]
+    # and an event of u1, whatever spaces its id carries, is enriched once
+    line = ('{"event_id":" e1 ","user_id":" u1","event_type":"view",'
+            '"timestamp":"2025-01-27T10:00:00Z"}')
+    events = bronze(spark, line).transform(parse_events).transform(select_valid)
+    enriched = events.transform(enrich_with_customers(dimension)).collect()
+    assert [(r["event_id"], r["user_id"], r["customer_name"]) for r in enriched] == [
+        ("e1", "u1", "Ann B.")]
+
+
+def test_the_same_customer_row_wins_in_any_order(spark: SparkSession) -> None:
+    t = utc("2025-01-01T00:00:00")
+    rows = [("u1", "Ann", "smb", None, "1.csv", t), (" u1", "Zed", "smb", None, "1.csv", t)]
+    first = spark.createDataFrame(rows, CUSTOMER_SCHEMA).transform(latest_customers).collect()
+    second = spark.createDataFrame(rows[::-1], CUSTOMER_SCHEMA).repartition(2) \
+        .transform(latest_customers).collect()
+    assert [tuple(r) for r in first] == [tuple(r) for r in second] == [("u1", "Zed", "smb")]
+
+
 def test_enrichment_misses_get_the_unknown_segment(spark: SparkSession) -> None:
     t = utc("2025-01-27T10:00:00")
     events = spark.createDataFrame(
