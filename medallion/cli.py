@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from medallion.config import ConfigError, Settings, load_settings
+from medallion.config import ConfigError, Metastore, Settings, load_settings
 
 log = logging.getLogger("medallion")
 
@@ -25,6 +25,15 @@ def _common(parser: argparse.ArgumentParser, default: object) -> None:
                         help="lakehouse root (overrides configuration and $MEDALLION_LAKEHOUSE)")
     parser.add_argument("-v", "--verbose", action="store_true", default=default or False,
                         help="log at DEBUG level")
+
+
+def _wait_option(parser: argparse.ArgumentParser) -> None:
+    from medallion.locks import DEFAULT_WAIT_SECONDS
+
+    parser.add_argument(
+        "--wait", type=float, default=DEFAULT_WAIT_SECONDS, metavar="SECONDS",
+        help="how long to wait for a run of the same layer on this lakehouse to end before "
+             f"giving up with exit status 3 (default {DEFAULT_WAIT_SECONDS:.0f}; 0: do not wait)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--events-from", choices=["files", "kafka"],
                      help="bronze events from landing files or Kafka topics (sources.events_kind)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
+    _wait_option(run)
 
     produce = commands.add_parser("produce", parents=[common],
                                   help="publish generated sample events to a Kafka topic")
@@ -139,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="delete the table and everything downstream of it, then rebuild them")
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     backfill.add_argument("--yes", action="store_true", help="do not ask before a full refresh")
+    _wait_option(backfill)
 
     submit = commands.add_parser("submit-cmd", parents=[common],
                                  help="print the spark-submit command line of a job")
@@ -177,13 +188,13 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
 
         with tempfile.TemporaryDirectory() as staging:
             files = generate_landing(staging, spec, with_customers=not args.no_customers)
-            events = [f for f in files if f.parent.name == "events"]
+            events = [f for f in files if f.suffix == ".json"]
             land_files(settings, events, entity="events")
             land_files(settings, [f for f in files if f not in events], entity="customers")
             written: list[Path] = files
     else:
         written = generate_landing(settings.paths.landing, spec,
-                                   with_customers=not args.no_customers)
+                                   with_customers=not args.no_customers, folders=settings.sources)
     event_files = sum(1 for path in written if path.suffix == ".json")
     print(f"wrote {args.events} events in {event_files} files under {settings.paths.landing}")
     return 0
@@ -209,11 +220,16 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.locks import WRITERS, hold_writers
     from medallion.pipeline import Layer, run_pipeline
     from medallion.spark import build_session
     from medallion.summary import format_summary
 
-    spark = build_session(settings)
+    layers = WRITERS if args.layer == "all" else (args.layer,)
+    hold_writers(settings.paths.lakehouse, layers, args.wait)  # before Spark starts
+    # An in-memory catalog ends with this process, where nothing queries it: no registration.
+    spark = build_session(settings,
+                          register_tables=settings.catalog.metastore is not Metastore.IN_MEMORY)
     runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger)
     print(format_summary(runs))
     return 0
@@ -360,6 +376,9 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     except RetentionError as exc:
         print(f"medallion: refused: {exc}", file=sys.stderr)
         return 2
+    from medallion.locks import hold_writers
+
+    hold_writers(settings.paths.lakehouse)  # OPTIMIZE and VACUUM rewrite what runs write
     spark = build_session(settings)
     results = maintain(spark, settings, args.tables, hours, args.allow_short_retention,
                        optimize=not args.no_optimize, vacuum=not args.no_vacuum)
@@ -391,6 +410,10 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     except bf.BackfillError as exc:
         print(f"medallion: {exc}", file=sys.stderr)
         return 2
+    from medallion.locks import hold_writers
+
+    if not args.dry_run:
+        hold_writers(settings.paths.lakehouse, wait_seconds=args.wait)
     spark = build_session(settings)
     try:
         plan = bf.plan_backfill(spark, settings, args.table, start, end, args.full_refresh)
@@ -464,10 +487,10 @@ def configure_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
-    from medallion.catalog import CatalogBusyError
     from medallion.errors import JobError
     from medallion.infra.provision import ProvisionError
     from medallion.landing import LandingError
+    from medallion.locks import LakehouseBusyError, release_all
     from medallion.produce import ProduceError
     from medallion.thrift import ThriftError
 
@@ -475,7 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
-        if args.command == "run":
+        if args.command in ("run", "backfill"):  # both run the gates
             from medallion.quality.spec import check_expectations
 
             check_expectations(settings.quality)
@@ -484,9 +507,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](args, settings)
-    except (JobError, CatalogBusyError, ThriftError, ProduceError, LandingError, ProvisionError) as exc:
+    except LakehouseBusyError as exc:  # the embedded catalog's, too: nothing was done
+        print(f"medallion: busy: {exc}", file=sys.stderr)
+        return 3
+    except (JobError, ThriftError, ProduceError, LandingError, ProvisionError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
+    finally:
+        release_all()  # a process exit releases them too; this is for in-process callers
 
 
 def entry_point() -> None:

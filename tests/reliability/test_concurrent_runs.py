@@ -1,0 +1,41 @@
+"""Two runs started together on one lakehouse: the second waits for the first, and the tables
+hold everything once. (Before, the second failed inside the JVM: Derby's metastore is one
+process's, and both had found it free.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.tables import BRONZE_EVENTS
+from tests.conftest import REPO, make_settings
+
+
+@pytest.mark.slow
+def test_two_runs_started_together_one_waits_and_nothing_is_doubled(
+        spark: SparkSession, tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)  # the embedded Derby catalog, as a user has by default
+    generate_landing(Path(settings.paths.landing),
+                     GenerateSpec(events=400, files=2, users=20, burst="t1", seed=11))
+    # bronze alone: the same locks and catalog as `run all`, in a fraction of the time
+    command = [sys.executable, "-m", "medallion", "run", "bronze", "--conf-dir", str(REPO / "conf"),
+               "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse,
+               "--wait", "600"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env) for _ in range(2)]
+    outputs = [run.communicate(timeout=900)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    waited = [o for o in outputs if "waiting up to" in o]
+    assert len(waited) == 1, "exactly one of the two waited for the other"
+    assert "Traceback" not in "".join(outputs)
+
+    bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
+    assert bronze.count() == 400  # every landing line once
+    assert bronze.select("source_file").distinct().count() == 2
