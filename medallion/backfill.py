@@ -33,34 +33,48 @@ from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger
 from medallion.gold.job import GOLD_AGGREGATES, GoldAggregate
-from medallion.sinks.delta import _hadoop_path, ensure_table, guard_checkpoint, path_exists, with_trigger
+from medallion.hadoopfs import delete_path, hadoop_path, path_exists
+from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sources.delta import read_table
 from medallion.sources.files import read_json_lines
 from medallion.streaming import RunningQuery, TableRun, await_all
 from medallion.tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
+    BRONZE_EVENTS_KAFKA,
+    QUALITY_RESULTS,
     RUN_RECORDS,
     SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
     TableSpec,
     find_table,
+    quarantine_of,
 )
 
 log = logging.getLogger(__name__)
 
 GOLD_TABLES = tuple(gold.spec for gold in GOLD_AGGREGATES)
 SILVER_GROUP = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_BATCH_METRICS)  # written by one query
+# A gold table's quarantine (rows its gate dropped) is written by the table's own query.
+GOLD_GROUP = tuple(s for spec in GOLD_TABLES for s in (spec, quarantine_of(spec)))
 
 # What a table feeds. Silver's three tables are written by one query, so they go together; the
 # customers dimension enriches silver, so rebuilding it rebuilds silver too.
 DOWNSTREAM: dict[str, tuple[TableSpec, ...]] = {
-    BRONZE_EVENTS.key: (*SILVER_GROUP, *GOLD_TABLES),
-    BRONZE_CUSTOMERS.key: (*SILVER_GROUP, *GOLD_TABLES),
-    **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *GOLD_TABLES) for spec in SILVER_GROUP},
-    **{spec.key: () for spec in GOLD_TABLES},
+    BRONZE_EVENTS.key: (*SILVER_GROUP, *GOLD_GROUP),
+    BRONZE_EVENTS_KAFKA.key: (*SILVER_GROUP, *GOLD_GROUP),
+    BRONZE_CUSTOMERS.key: (*SILVER_GROUP, *GOLD_GROUP),
+    **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *GOLD_GROUP) for spec in SILVER_GROUP},
+    **{spec.key: (quarantine_of(spec),) for spec in GOLD_TABLES},
 }
+# The layer whose run writes a table (silver's metrics and quarantine are written by silver).
+WRITER_LAYER: dict[str, str] = {
+    **{spec.key: "bronze" for spec in (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS)},
+    **{spec.key: "silver" for spec in SILVER_GROUP},
+    **{spec.key: "gold" for spec in GOLD_GROUP},
+}
+LAYERS = ("bronze", "silver", "gold")
 
 
 class BackfillError(ValueError):
@@ -87,6 +101,11 @@ class Plan:
     full_refresh: bool
     rewrites: tuple[TableSpec, ...]
     files: tuple[str, ...] = ()
+
+    @property
+    def first_layer(self) -> str:
+        """The most upstream layer whose run writes one of the rewritten tables."""
+        return min((WRITER_LAYER[spec.key] for spec in self.rewrites), key=LAYERS.index)
 
     def describe(self) -> str:
         """Human-readable lines: the range, the tables rewritten, the files re-ingested."""
@@ -123,10 +142,13 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
     target = target.replace(".", "/").rstrip("/")
     if full_refresh:
         if target in ("gold",):
-            return Plan(target, None, None, True, GOLD_TABLES)
+            return Plan(target, None, None, True, GOLD_GROUP)
         spec = _spec(target)
-        if spec in RUN_RECORDS:
-            raise BackfillError(f"{target} is monitoring history; it is not rebuilt")
+        if spec in (*RUN_RECORDS, QUALITY_RESULTS):
+            raise BackfillError(f"{target} is a record of past runs and checks; it is not rebuilt")
+        if spec.key not in DOWNSTREAM:
+            raise BackfillError(f"{target}: a full refresh is for the pipeline's tables "
+                                f"({', '.join(DOWNSTREAM)})")
         return Plan(target, None, None, True, (spec, *DOWNSTREAM[spec.key]))
     if start is None or end is None:
         raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
@@ -154,7 +176,7 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
     folder = settings.landing_path(settings.sources["events"])
     if not path_exists(spark, folder):
         return []
-    fs, path = _hadoop_path(spark, folder)
+    fs, path = hadoop_path(spark, folder)
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
     chosen = []
     for status in fs.listStatus(path):
@@ -243,15 +265,10 @@ def reingest_bronze(spark: SparkSession, settings: Settings, plan: Plan) -> list
     return await_all([RunningQuery(f"backfill/{BRONZE_EVENTS.key}", query)])
 
 
-def delete_path(spark: SparkSession, path: str) -> bool:
-    """Delete a folder and all under it, on any Hadoop file system; whether it existed."""
-    fs, hadoop_path = _hadoop_path(spark, path)
-    return bool(fs.delete(hadoop_path, True))
-
-
 def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
                  run: Callable[[list[str]], list[TableRun]]) -> list[TableRun]:
     """Delete the plan's tables and checkpoints, then ``run`` the layers from the first concerned."""
+    layers = list(LAYERS[LAYERS.index(plan.first_layer):])  # known before anything is deleted
     for spec in plan.rewrites:  # catalog entries first: Delta cannot resolve a deleted table
         if spark.catalog.tableExists(spec.qualified_name):
             spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
@@ -261,5 +278,4 @@ def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
                 log.warning("full refresh: deleted %s", folder)
     for spec in plan.rewrites:  # nothing left behind that a restart would trust
         guard_checkpoint(spark, spec.path(settings), spec.checkpoint(settings), spec.key)
-    layers = ["bronze", "silver", "gold"]
-    return run(layers[layers.index(plan.rewrites[0].layer):])
+    return run(layers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -108,9 +108,16 @@ def write_atomically(path: Path, lines: Iterator[str] | list[str]) -> None:
     os.replace(hidden, path)
 
 
-def generate_landing(landing: str | Path, spec: GenerateSpec, with_customers: bool = True) -> list[Path]:
-    """Write ``spec.events`` events over ``spec.files`` files (and the customers CSV) to ``landing``."""
+def generate_landing(landing: str | Path, spec: GenerateSpec, with_customers: bool = True,
+                     folders: Mapping[str, str] | None = None) -> list[Path]:
+    """Write ``spec.events`` events over ``spec.files`` files (and the customers CSV) to ``landing``.
+
+    ``folders`` are the configured ``sources`` (``events`` and ``customers`` folder names under
+    the landing zone); without them, the default ``events/`` and ``customers/``.
+    """
     landing = Path(landing)
+    events_folder = (folders or {}).get("events", "events")
+    customers_folder = (folders or {}).get("customers", "customers")
     written: list[Path] = []
     lines = generate_event_lines(spec)
     per_file = max(1, -(-spec.events // spec.files))
@@ -118,11 +125,11 @@ def generate_landing(landing: str | Path, spec: GenerateSpec, with_customers: bo
         chunk = [line for _, line in zip(range(per_file), lines, strict=False)]
         if not chunk:
             break
-        path = landing / "events" / f"{spec.burst}-{part:04d}.json"
+        path = landing / events_folder / f"{spec.burst}-{part:04d}.json"
         write_atomically(path, chunk)
         written.append(path)
     if with_customers:
-        path = landing / "customers" / f"customers-{spec.burst}.csv"
+        path = landing / customers_folder / f"customers-{spec.burst}.csv"
         write_atomically(path, list(generate_customer_rows(spec)))
         written.append(path)
     return written

@@ -1,0 +1,44 @@
+"""What a full refresh deletes and reruns, checked before anything is deleted (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from medallion.backfill import BackfillError, plan_backfill
+from medallion.config import Settings
+
+SILVER = {"silver/events", "silver/events_quarantine", "monitoring/silver_batches"}
+GOLD = {"gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
+        "gold/segment_revenue_1h"}
+GOLD_QUARANTINES = {f"{key}_quarantine" for key in GOLD}
+
+
+def keys(plan: object) -> set[str]:
+    return {spec.key for spec in plan.rewrites}  # type: ignore[attr-defined]
+
+
+def test_refreshing_silver_metrics_reruns_silver_then_gold(settings: Settings) -> None:
+    plan = plan_backfill(None, settings, "monitoring/silver_batches", None, None,  # type: ignore[arg-type]
+                         full_refresh=True)
+    assert keys(plan) == SILVER | GOLD | GOLD_QUARANTINES
+    assert plan.first_layer == "silver"
+
+
+def test_refreshing_the_kafka_bronze_table_reruns_everything_downstream(settings: Settings) -> None:
+    plan = plan_backfill(None, settings, "bronze/events_kafka", None, None,  # type: ignore[arg-type]
+                         full_refresh=True)
+    assert keys(plan) == {"bronze/events_kafka"} | SILVER | GOLD | GOLD_QUARANTINES
+    assert plan.first_layer == "bronze"
+
+
+def test_refreshing_gold_clears_the_gold_quarantines_too(settings: Settings) -> None:
+    assert keys(plan_backfill(None, settings, "gold", None, None, True)) == GOLD | GOLD_QUARANTINES  # type: ignore[arg-type]
+    one = plan_backfill(None, settings, "gold/user_sessions", None, None, True)  # type: ignore[arg-type]
+    assert keys(one) == {"gold/user_sessions", "gold/user_sessions_quarantine"}
+    assert one.first_layer == "gold"
+
+
+@pytest.mark.parametrize("table", ["quality/results", "monitoring/query_progress", "monitoring/runs"])
+def test_records_of_past_runs_are_not_rebuilt(settings: Settings, table: str) -> None:
+    with pytest.raises(BackfillError, match="record of past runs"):
+        plan_backfill(None, settings, table, None, None, full_refresh=True)  # type: ignore[arg-type]

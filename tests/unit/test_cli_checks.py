@@ -1,0 +1,43 @@
+"""What the command line refuses before Spark starts, and where it writes sample data (no JVM)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medallion.cli import main
+from tests.conftest import REPO
+
+
+def test_backfill_checks_expectation_arguments_before_spark_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    (conf / "local.yaml").write_text(
+        "quality:\n  tables:\n    gold/user_sessions:\n      event_count_positive:\n"
+        "        kwargs: {column: event_count, min_value: lots}\n", encoding="utf-8")
+    status = main(["backfill", "gold", "--full-refresh", "--yes", "--conf-dir", str(conf),
+                   "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "quality.tables.gold/user_sessions.event_count_positive.kwargs" in err
+    assert str(conf / "local.yaml") in err
+    assert not (tmp_path / "lake").exists()  # refused before anything started
+
+
+def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    (conf / "local.yaml").write_text(
+        "sources:\n  events: clicks/incoming\n  customers: crm\n", encoding="utf-8")
+    landing = tmp_path / "landing"
+    assert main(["generate", "--events", "20", "--files", "2", "--burst", "g", "--conf-dir",
+                 str(conf), "--landing", str(landing), "--lakehouse", str(tmp_path / "lake")]) == 0
+    assert sorted(p.name for p in (landing / "clicks" / "incoming").iterdir()) == [
+        "g-0000.json", "g-0001.json"]
+    assert [p.name for p in (landing / "crm").iterdir()] == ["customers-g.csv"]
+    assert not (landing / "events").exists() and not (landing / "customers").exists()
