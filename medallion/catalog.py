@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -25,13 +26,15 @@ from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from medallion.config import Settings, TableDoc, ViewSpec
+from medallion.config import Metastore, Settings, TableDoc, ViewSpec
+from medallion.hadoopfs import path_exists, read_text, write_text
+from medallion.locks import LakehouseBusyError, hold
 from medallion.tables import ALL_TABLES, TableSpec, known_tables
 
 log = logging.getLogger(__name__)
 
 
-class CatalogBusyError(RuntimeError):
+class CatalogBusyError(LakehouseBusyError):
     """The embedded metastore is open in another process (Derby allows one at a time)."""
 
 
@@ -57,32 +60,38 @@ def _thrift_server_alive(derby_dir: str) -> bool:
     return True
 
 
-def check_catalog_free(derby_dir: str, wait_seconds: float = 90.0) -> None:
-    """Fail with a clear message when another process has the embedded metastore open.
+_BUSY_ADVICE = ("a running pipeline, SQL shell or Thrift server: `make thrift-down` stops the "
+                "server. Derby allows one process at a time; configure catalog.metastore: "
+                "external to share the catalog between processes")
 
-    Derby holds an exclusive lock on ``dbex.lck`` while a JVM has the database booted. The JVM of
-    a command that just finished can hold it for a few seconds more while it shuts down, so this
-    waits up to ``wait_seconds`` for it (not when a Thrift server holds it: that one stays).
-    Checked only before this process starts its own JVM, which would hold the lock itself.
+
+def check_catalog_free(derby_dir: str, wait_seconds: float = 90.0) -> None:
+    """Take the embedded metastore for this process, waiting up to ``wait_seconds``; fail with a
+    clear message (:class:`CatalogBusyError`) when another process keeps it.
+
+    Two commands started together both found Derby free and the second failed deep in the JVM:
+    a lock of medallion's own, taken before Spark starts and held until the process ends, makes
+    the check and the taking one step. A JVM that just finished can still hold Derby's own lock
+    (``dbex.lck``) for a few seconds while it shuts down, so that one is waited for too. A Thrift
+    server keeps the catalog for its life: then there is no point in waiting.
     """
     from pyspark import SparkContext
 
+    if SparkContext._active_spark_context is not None:
+        return  # this process's JVM has it already
+    wait = 0.0 if _thrift_server_alive(derby_dir) else wait_seconds
+    deadline = time.monotonic() + wait
+    try:
+        hold(Path(derby_dir).parent / "catalog.lock", f"the embedded metastore {derby_dir}",
+             wait, _BUSY_ADVICE)
+    except LakehouseBusyError as exc:
+        raise CatalogBusyError(str(exc)) from None
     lock_file = Path(derby_dir) / "dbex.lck"
-    if SparkContext._active_spark_context is not None or not lock_file.exists():
-        return
-    deadline = time.monotonic() + wait_seconds
-    waited = False
-    while _locked(lock_file):
-        if _thrift_server_alive(derby_dir) or time.monotonic() > deadline:
+    while lock_file.exists() and _locked(lock_file):
+        if time.monotonic() > deadline:
             raise CatalogBusyError(
-                f"the embedded metastore {derby_dir} is open in another process (a running "
-                "pipeline, SQL shell or Thrift server: `make thrift-down` stops the server). "
-                "Derby allows one process at a time; configure catalog.metastore: external to "
-                "share the catalog between processes.")
-        if not waited:
-            log.info("waiting for another process to release the embedded metastore %s", derby_dir)
-            waited = True
-        time.sleep(1.0)
+                f"the embedded metastore {derby_dir} is open in another process ({_BUSY_ADVICE})")
+        time.sleep(0.5)
 
 
 def _same_location(registered: str, path: str) -> bool:
@@ -192,11 +201,60 @@ def register_tables(spark: SparkSession, settings: Settings,
     return registered
 
 
+PREPARED_MARKER = "prepared.json"
+
+
+def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
+    """What the catalog's preparation depends on, read without a Spark job: which tables have a
+    Delta log, their comments and the views in configuration, and which metastore holds them."""
+    present = [spec.key for spec in ALL_TABLES
+               if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
+    catalog = settings.catalog
+    conf = spark.sparkContext.getConf()
+    state = {
+        "lakehouse": settings.paths.lakehouse,
+        # the metastore this session really talks to (a session that was already running may
+        # have been built for another lakehouse), and whether its database is still there
+        "metastore": [catalog.metastore.value, catalog.metastore_uris,
+                      conf.get("spark.sql.catalogImplementation"),
+                      conf.get("spark.hadoop.javax.jdo.option.ConnectionURL"),
+                      conf.get("spark.hadoop.hive.metastore.uris")],
+        "derby": catalog.metastore is Metastore.EMBEDDED
+        and path_exists(spark, f"{settings.catalog_dir()}/metastore_db"),
+        "tables": present,
+        "docs": {name: [doc.comment, dict(doc.columns)] for name, doc in catalog.tables.items()},
+        "views": [[view.name, view.sql, view.comment] for view in catalog.views],
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+
+
 def prepare_catalog(spark: SparkSession, settings: Settings) -> list[str]:
     """Register the tables, bring their comments up to date, create the views whose tables exist.
 
-    Returns the names of the tables and views the catalog now offers.
+    Returns the names of the tables and views the catalog now offers (empty when nothing needed
+    doing). A persistent catalog keeps what an earlier preparation did: when nothing it depends
+    on has changed since (:func:`catalog_fingerprint`, recorded under ``<lakehouse>/_catalog``),
+    the checks, which cost a Delta snapshot per table, are skipped. Tables created during a run
+    are registered by their creation (``ensure_table``), which also changes the fingerprint.
     """
+    marker = f"{settings.catalog_dir()}/{PREPARED_MARKER}"
+    persistent = settings.catalog.metastore is not Metastore.IN_MEMORY
+    fingerprint = catalog_fingerprint(spark, settings) if persistent else ""
+    if persistent and path_exists(spark, marker):
+        try:
+            if json.loads(read_text(spark, marker)).get("fingerprint") == fingerprint:
+                log.debug("catalog unchanged since its last preparation")
+                return []
+        except ValueError:
+            pass  # a damaged marker: prepare again, which rewrites it
+    names = _prepare(spark, settings)
+    if persistent:  # as it is now (booting the embedded metastore created its database)
+        write_text(spark, marker, json.dumps({"fingerprint": catalog_fingerprint(spark, settings),
+                                              "names": names}))
+    return names
+
+
+def _prepare(spark: SparkSession, settings: Settings) -> list[str]:
     registered = register_tables(spark, settings, with_comments=True)
     views = []
     for view in settings.catalog.views:

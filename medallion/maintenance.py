@@ -17,7 +17,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
-from medallion.sinks.delta import _hadoop_path
+from medallion.hadoopfs import hadoop_path
 from medallion.tables import ALL_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,8 @@ def file_stats(spark: SparkSession, path: str, small_bytes: int) -> FileStats:
     files = spark.read.format("delta").load(path).inputFiles()
     sizes = []
     for file in files:
-        fs, hadoop_path = _hadoop_path(spark, file)
-        sizes.append(int(fs.getFileStatus(hadoop_path).getLen()))
+        fs, target = hadoop_path(spark, file)
+        sizes.append(int(fs.getFileStatus(target).getLen()))
     return FileStats(files=len(sizes), small_files=sum(1 for s in sizes if s < small_bytes),
                      bytes=sum(sizes))
 

@@ -15,10 +15,10 @@ from medallion.bronze.transforms import (
     shape_bronze_kafka_events,
 )
 from medallion.config import EventsKind, Settings, Trigger
+from medallion.hadoopfs import path_exists
 from medallion.sinks.delta import (
     ensure_table,
     guard_checkpoint,
-    path_exists,
     rows_written_since,
     table_version,
     with_trigger,

@@ -13,7 +13,6 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +21,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from medallion.catalog import documented_schema, register_table, table_comment
 from medallion.config import TableDoc, Trigger, TriggerKind
 from medallion.errors import CheckpointError
+from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,13 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``.
 
     ``doc`` (from ``catalog.tables`` in configuration) gives the table and column comments it is
-    created with, so the first run already commits them with the table. A table whose creation
-    was killed before its first commit (a log folder without a commit) is created again.
+    created with, so the first run already commits them with the table. A table that exists is
+    left alone, without a Spark job or a catalog call (the catalog's preparation keeps existing
+    tables registered). A table whose creation was killed before its first commit (a log folder
+    without a commit) is created again.
     """
-    discard_uncommitted_table(spark, path)
+    if committed_table_at(spark, path):
+        return
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
@@ -58,59 +61,30 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     register_table(spark, spec, path)
 
 
-def _jvm(spark: SparkSession) -> Any:
-    return spark.sparkContext._jvm
-
-
-def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    hadoop_path = _jvm(spark).org.apache.hadoop.fs.Path(path)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    return hadoop_path.getFileSystem(conf), hadoop_path
-
-
-def discard_uncommitted_table(spark: SparkSession, path: str) -> bool:
-    """Remove a table folder whose Delta log holds no commit; return whether it did.
+def committed_table_at(spark: SparkSession, path: str) -> bool:
+    """Whether a committed Delta table is at ``path``; a folder whose Delta log holds no commit
+    is removed first (and then there is no table).
 
     A process killed while creating a table (Delta stages the commit under
     ``_delta_log/_staged_commits`` first) leaves a log folder without version 0. Delta then takes
     the folder for a table and fails to read it, on every later run. Nothing was ever committed
     there, so nothing can be lost by starting the creation over.
     """
-    fs, log_path = _hadoop_path(spark, f"{path}/_delta_log")
+    fs, log_path = hadoop_path(spark, f"{path}/_delta_log")
+    first, last_checkpoint = (hadoop_path(spark, f"{path}/_delta_log/{name}")[1]
+                              for name in ("0" * 20 + ".json", "_last_checkpoint"))
+    if fs.exists(first) or fs.exists(last_checkpoint):
+        return True  # the usual case, without listing a long log
     if not fs.exists(log_path):
         return False
     for status in fs.listStatus(log_path):
         name = status.getPath().getName()
         if name[:20].isdigit() and (name.endswith(".json") or ".checkpoint" in name):
-            return False  # a committed table (version 0 or a checkpoint)
+            return True  # a committed table (a commit or a checkpoint)
     log.warning("%s: a table creation was interrupted before its first commit; creating it again",
                 path)
-    table_fs, table_path = _hadoop_path(spark, path)
-    table_fs.delete(table_path, True)
-    return True
-
-
-def path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether ``path`` exists, on any file system Hadoop knows (local, s3a, ...)."""
-    fs, hadoop_path = _hadoop_path(spark, path)
-    return bool(fs.exists(hadoop_path))
-
-
-def read_text(spark: SparkSession, path: str) -> str:
-    """The content of a small text file on any Hadoop file system."""
-    fs, hadoop_path = _hadoop_path(spark, path)
-    stream = fs.open(hadoop_path)
-    try:
-        io = _jvm(spark).java.io
-        reader = io.BufferedReader(io.InputStreamReader(stream, "UTF-8"))
-        lines = []
-        line = reader.readLine()
-        while line is not None:
-            lines.append(line)
-            line = reader.readLine()
-        return "\n".join(lines)
-    finally:
-        stream.close()
+    delete_path(spark, path)
+    return False
 
 
 def query_id_of(spark: SparkSession, checkpoint: str) -> str:

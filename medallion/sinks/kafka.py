@@ -23,7 +23,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import KafkaPublish, Settings, Trigger
-from medallion.sinks.delta import path_exists, with_trigger
+from medallion.hadoopfs import path_exists
+from medallion.sinks.delta import with_trigger
 from medallion.sources.kafka import kafka_client_options
 from medallion.streaming import JobError, RunningQuery
 from medallion.tables import TableSpec, find_table

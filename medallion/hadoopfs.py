@@ -1,0 +1,55 @@
+"""Small file operations on any file system Hadoop knows (local, ``s3a://``, ...), through the
+running session's JVM: checkpoints, Delta logs and markers live where the lakehouse lives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+
+def hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """The Hadoop ``FileSystem`` holding ``path``, and ``path`` as a Hadoop ``Path``."""
+    jvm = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    return target.getFileSystem(conf), target
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists."""
+    fs, target = hadoop_path(spark, path)
+    return bool(fs.exists(target))
+
+
+def read_text(spark: SparkSession, path: str) -> str:
+    """The content of a small UTF-8 text file."""
+    fs, target = hadoop_path(spark, path)
+    stream = fs.open(target)
+    try:
+        io = spark.sparkContext._jvm.java.io  # type: ignore[union-attr]
+        reader = io.BufferedReader(io.InputStreamReader(stream, "UTF-8"))
+        lines = []
+        line = reader.readLine()
+        while line is not None:
+            lines.append(line)
+            line = reader.readLine()
+        return "\n".join(lines)
+    finally:
+        stream.close()
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write (or replace) a small UTF-8 text file."""
+    fs, target = hadoop_path(spark, path)
+    stream = fs.create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def delete_path(spark: SparkSession, path: str) -> bool:
+    """Delete a folder and all under it (or a file); whether it existed."""
+    fs, target = hadoop_path(spark, path)
+    return bool(fs.delete(target, True))
