@@ -431,11 +431,18 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.submit import format_command, submit_argv, submit_env
 
+    from medallion.config import check_spark_setting
+
     extra = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key:
             print(f"medallion: --conf {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        try:  # the command line would carry it into cron logs and ps: refused like spark.conf
+            check_spark_setting(key, value, key, "--conf")
+        except ConfigError as exc:
+            print(f"medallion: {exc}", file=sys.stderr)
             return 2
         extra[key] = value
     argv = submit_argv(settings, args.job, master=args.master, wheel=args.wheel,
@@ -452,7 +459,10 @@ COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql
 
 
 def configure_logging(verbose: bool) -> None:
-    """Log lines to stderr, once, in the entry point."""
+    """Log lines to stderr, once, in the entry point; every line redacted of secrets."""
+    from medallion.redact import install_log_redaction
+
+    install_log_redaction()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+# A leaf like this module: no other medallion import, so configuration stays loadable alone.
+from medallion.redact import has_credentials, is_secret_key, redact_text
+
 if TYPE_CHECKING:
     from medallion.quality.spec import QualitySettings
 
@@ -40,7 +43,8 @@ class ConfigError(ValueError):
     """A configuration value is missing or invalid; the message names the key and the file."""
 
     def __init__(self, key: str, source: str, problem: str) -> None:
-        super().__init__(f"invalid configuration: {key} (from {source}): {problem}")
+        # Redacted as a last line of defence: a problem quoting a value may quote a URL's password.
+        super().__init__(redact_text(f"invalid configuration: {key} (from {source}): {problem}"))
         self.key = key
         self.source = source
 
@@ -328,6 +332,11 @@ def _default_quality() -> QualitySettings:
     return QualitySettings()
 
 
+def _show(key: str, value: Any) -> str:
+    """``value`` as an error message may quote it: never the value of a secret-like key."""
+    return "(a value, not shown: the key names a secret)" if is_secret_key(key) else repr(value)
+
+
 def parse_duration_seconds(text: str, key: str, source: str) -> int:
     """Seconds in a Spark-style duration such as ``10 minutes``."""
     match = _DURATION.match(str(text))
@@ -424,13 +433,15 @@ class _Reader:
     def string(self, section: Mapping[str, Any], key: str, default: str | None = None) -> str:
         value = section.get(key.rpartition(".")[2], default)
         if not isinstance(value, str) or not value.strip():
-            raise ConfigError(key, self.source.of(key), f"must be a non-empty string, got {value!r}")
+            raise ConfigError(key, self.source.of(key),
+                              f"must be a non-empty string, got {_show(key, value)}")
         return value.strip()
 
     def positive_int(self, section: Mapping[str, Any], key: str, default: int) -> int:
         value = section.get(key.rpartition(".")[2], default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(key, self.source.of(key), f"must be a positive integer, got {value!r}")
+            raise ConfigError(key, self.source.of(key),
+                              f"must be a positive integer, got {_show(key, value)}")
         return value
 
 
@@ -440,11 +451,87 @@ def _normalise_path(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+_S3_PATH_SCHEMES = ("s3a", "s3", "s3n")
+# Letters, digits, '.', '_' and '-' between a letter or digit at each end: S3's rules for new
+# buckets are stricter, but legacy buckets and S3-compatible stores allow these.
+_BUCKET = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$")
+_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _checked_path(key: str, path: str, source: str) -> str:
+    """A landing or lakehouse path: a local folder, or a URI that names where it points."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+            raise ConfigError(key, source, f"{path!r} looks like a URI without '//' "
+                                           "(s3a://bucket/prefix)")
+        if ":" in path:
+            # Hadoop reads the part before a colon as a URI scheme ("Relative path in absolute URI").
+            raise ConfigError(key, source, f"{path!r}: a local path cannot hold ':'")
+        return path
+    authority, _, prefix = rest.partition("/")
+    if scheme.lower() in _S3_PATH_SCHEMES:
+        if not authority:
+            raise ConfigError(key, source, f"{path!r} names no bucket (s3a://bucket/prefix)")
+        if not _BUCKET.match(authority):
+            raise ConfigError(key, source, f"{authority!r} is not an S3 bucket name (letters, "
+                                           "digits, '.', '_' and '-')")
+    if any(part in (".", "..") for part in prefix.split("/")):
+        raise ConfigError(key, source, f"{path!r}: '.' and '..' segments are not resolved in a URI")
+    return path
+
+
+def _source_folder(key: str, value: str, source: str) -> str:
+    """A folder under the landing zone: plain names only, so it stays under the landing zone."""
+    parts = value.strip("/").split("/")
+    if not all(_FOLDER.match(part) for part in parts):
+        raise ConfigError(key, source,
+                          f"{value!r} is not a folder under the landing zone: each part must be "
+                          "letters, digits, '.', '_' or '-', not start with '.' or '_' (Spark skips "
+                          "those as hidden), and neither '..' nor ':' is allowed")
+    return "/".join(parts)
+
+
+def _check_no_credentials(tree: Mapping[str, Any], source: _Source, prefix: str = "") -> None:
+    """Refuse credentials carried inside any value (URLs with user:password@, password=...)."""
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        values = value if isinstance(value, list) else [value]
+        for index, item in enumerate(values):
+            where = f"{key}[{index}]" if isinstance(value, list) else key
+            if isinstance(item, Mapping):
+                _check_no_credentials(item, source, f"{where}.")
+            elif isinstance(item, str) and has_credentials(item):
+                raise ConfigError(where, source.of(key),
+                                  "holds credentials (user:password@ in a URL or host list, or a "
+                                  "password=/token= parameter); the value is not shown. Give them "
+                                  "through the AWS provider chain or an environment variable, "
+                                  "never in a URL")
+
+
+def check_spark_setting(key: str, value: str, name: str, source: str) -> None:
+    """Refuse a Spark setting that carries a secret: it would show in submit-cmd's command line,
+    in cron logs and in ``ps``. ``name`` is how the setting is named in the message."""
+    if is_secret_key(key):
+        where = ("S3 keys come from the AWS provider chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                 "or AWS_SESSION_TOKEN in the environment, a profile, an instance or container role)"
+                 if ".s3a." in key or key.startswith("fs.s3") else
+                 "give it through an environment variable (kafka.security.*_env for Kafka) or a "
+                 "Hadoop credential provider file (hadoop.security.credential.provider.path)")
+        raise ConfigError(name, source, f"a secret-like setting; secrets never go in configuration "
+                                        f"or on a command line (the value is not shown): {where}")
+    if has_credentials(value):
+        raise ConfigError(name, source, "holds credentials (user:password@ or password=...); the "
+                                        "value is not shown: use the provider chain or a "
+                                        "credential provider instead")
+
+
 _BOOTSTRAP = re.compile(r"^[A-Za-z0-9._\[\]:-]+:\d{1,5}(,[A-Za-z0-9._\[\]:-]+:\d{1,5})*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "key")  # never from a file
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
 def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
@@ -653,12 +740,14 @@ def load_settings(
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
                               f"unknown top-level key (known: {', '.join(known_sections)})")
+    _check_no_credentials(tree, source)
 
     paths_section = reader.section("paths", {"landing", "lakehouse"})
-    paths = Paths(
-        landing=_normalise_path(reader.string(paths_section, "paths.landing")),
-        lakehouse=_normalise_path(reader.string(paths_section, "paths.lakehouse")),
-    )
+    paths = Paths(**{
+        name: _normalise_path(_checked_path(
+            f"paths.{name}", reader.string(paths_section, f"paths.{name}"),
+            source.of(f"paths.{name}")))
+        for name in ("landing", "lakehouse")})
 
     spark_section = reader.section(
         "spark", {"app_name", "master", "shuffle_partitions", "log_level", "packages", "conf"}
@@ -677,6 +766,9 @@ def load_settings(
     spark_conf = spark_section.get("conf", {}) or {}
     if not isinstance(spark_conf, Mapping):
         raise ConfigError("spark.conf", source.of("spark.conf"), "must be a mapping")
+    for conf_key, conf_value in spark_conf.items():
+        check_spark_setting(str(conf_key), str(conf_value), f"spark.conf.{conf_key}",
+                            source.of(f"spark.conf.{conf_key}"))
     log_level = reader.string(spark_section, "spark.log_level", "WARN").upper()
     if log_level not in {"ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN"}:
         raise ConfigError("spark.log_level", source.of("spark.log_level"),
@@ -704,8 +796,9 @@ def load_settings(
 
     sources_section = reader.section("sources", {"events", "customers", "events_kind"})
     sources = {
-        "events": reader.string(sources_section, "sources.events", "events"),
-        "customers": reader.string(sources_section, "sources.customers", "customers"),
+        name: _source_folder(f"sources.{name}", reader.string(sources_section, f"sources.{name}",
+                                                               name), source.of(f"sources.{name}"))
+        for name in ("events", "customers")
     }
     kind_text = reader.string(sources_section, "sources.events_kind", "files")
     try:
@@ -912,7 +1005,7 @@ def _check_hadoop_aws(packages: list[str], source: str) -> None:
 def _boolean(section: Mapping[str, Any], key: str, default: bool, source: _Source) -> bool:
     value = section.get(key.rpartition(".")[2], default)
     if not isinstance(value, bool):
-        raise ConfigError(key, source.of(key), f"must be true or false, got {value!r}")
+        raise ConfigError(key, source.of(key), f"must be true or false, got {_show(key, value)}")
     return value
 
 
@@ -921,7 +1014,8 @@ def _s3_optional_string(section: Mapping[str, Any], key: str, source: _Source) -
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(key, source.of(key), f"must be a non-empty string or null, got {value!r}")
+        raise ConfigError(key, source.of(key),
+                          f"must be a non-empty string or null, got {_show(key, value)}")
     return value.strip()
 
 
