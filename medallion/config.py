@@ -201,7 +201,15 @@ class KafkaSecurity:
     username_env: str | None = None
     password_env: str | None = None
     truststore_location: str | None = None
+    truststore_type: str | None = None  # JKS, PKCS12 or PEM; when unset, from the file's suffix
     truststore_password_env: str | None = None
+    # mTLS: the client's own certificate and key
+    keystore_location: str | None = None
+    keystore_type: str | None = None  # JKS, PKCS12 or PEM; when unset, from the file's suffix
+    keystore_password_env: str | None = None
+    key_password_env: str | None = None
+    # SASL PLAIN over SASL_PLAINTEXT sends the password as clear text: refused unless this is set.
+    allow_cleartext_password: bool = False
 
 
 @dataclass(frozen=True)
@@ -606,13 +614,19 @@ def _connector_version(source: _Source, kafka: Mapping[str, Any]) -> str | None:
     return value.strip()
 
 
+_STORE_TYPES = ("JKS", "PKCS12", "PEM")
+_TLS_PROTOCOLS = (KafkaProtocol.SSL, KafkaProtocol.SASL_SSL)
+
+
 def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
     prefix = "kafka.security"
     section = kafka.get("security", {}) or {}
     if not isinstance(section, Mapping):
         raise ConfigError(prefix, source.of(prefix), "must be a mapping")
-    allowed = {"protocol", "sasl_mechanism", "username_env", "password_env",
-               "truststore_location", "truststore_password_env"}
+    texts = ("sasl_mechanism", "username_env", "password_env", "truststore_location",
+             "truststore_type", "truststore_password_env", "keystore_location", "keystore_type",
+             "keystore_password_env", "key_password_env")
+    allowed = {"protocol", "allow_cleartext_password", *texts}
     for name in section:
         if name not in allowed:
             raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
@@ -625,13 +639,14 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
                           f"{protocol_text!r} is not one of "
                           f"{', '.join(p.value for p in KafkaProtocol)}") from None
     values: dict[str, str | None] = {}
-    for name in ("sasl_mechanism", "username_env", "password_env", "truststore_location",
-                 "truststore_password_env"):
+    for name in texts:
+        key = f"{prefix}.{name}"
         value = section.get(name)
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"must be a non-empty string or null, got {value!r}")
+            raise ConfigError(key, source.of(key),
+                              f"must be a non-empty string or null, got {_show(key, value)}")
         values[name] = value.strip() if isinstance(value, str) else None
+    allow_cleartext = _boolean(section, f"{prefix}.allow_cleartext_password", False, source)
     sasl = protocol in (KafkaProtocol.SASL_PLAINTEXT, KafkaProtocol.SASL_SSL)
     if sasl:
         mechanism = (values["sasl_mechanism"] or "").upper()
@@ -643,18 +658,56 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
             if not values[name]:
                 raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
                                   f"{protocol.value} needs the name of an environment variable")
-    for name in ("username_env", "password_env", "truststore_password_env"):
+        if (protocol is KafkaProtocol.SASL_PLAINTEXT and mechanism == "PLAIN"
+                and not allow_cleartext):
+            raise ConfigError(f"{prefix}.protocol", source.of(f"{prefix}.protocol"),
+                              "SASL_PLAINTEXT with PLAIN sends the password over the network as "
+                              "clear text: use SASL_SSL (or SCRAM), or set "
+                              f"{prefix}.allow_cleartext_password: true for a trusted network")
+    for store in ("truststore", "keystore"):
+        key = f"{prefix}.{store}_type"
+        if values[f"{store}_type"] is not None:
+            kind = str(values[f"{store}_type"]).upper()
+            if kind not in _STORE_TYPES:
+                raise ConfigError(key, source.of(key),
+                                  f"{kind!r} is not one of {', '.join(_STORE_TYPES)}")
+            values[f"{store}_type"] = kind
+        location = values[f"{store}_location"]
+        if location and values[f"{store}_type"] is None:
+            # Kafka's default type is JKS whatever the file; the suffix says better.
+            suffix = location.rpartition(".")[2].lower()
+            values[f"{store}_type"] = {"p12": "PKCS12", "pfx": "PKCS12", "pem": "PEM",
+                                       "crt": "PEM"}.get(suffix, "JKS")
+    if values["keystore_location"] and protocol not in _TLS_PROTOCOLS:
+        raise ConfigError(f"{prefix}.keystore_location", source.of(f"{prefix}.keystore_location"),
+                          f"a client certificate (mTLS) needs protocol SSL or SASL_SSL, not "
+                          f"{protocol.value}")
+    for name, needs in (("keystore_password_env", "keystore_location"),
+                        ("key_password_env", "keystore_location"),
+                        ("truststore_password_env", "truststore_location")):
+        if values[name] and not values[needs]:
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"set only with {prefix}.{needs}")
+    if (values["keystore_location"] and values["keystore_type"] != "PEM"
+            and not values["keystore_password_env"]):
+        raise ConfigError(f"{prefix}.keystore_password_env",
+                          source.of(f"{prefix}.keystore_location"),
+                          "a JKS or PKCS12 keystore needs the name of the environment variable "
+                          "holding its password (never the password itself)")
+    for name in ("username_env", "password_env", "truststore_password_env",
+                 "keystore_password_env", "key_password_env"):
         variable = values[name]
         if variable is None:
             continue
+        key = f"{prefix}.{name}"
         if not _ENV_NAME.match(variable):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"{variable!r} is not an environment variable name (the secret "
-                              "itself never goes in a file)")
-        if (sasl or name == "truststore_password_env") and not os.environ.get(variable):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"environment variable {variable} is not set")
-    return KafkaSecurity(protocol=protocol, **values)
+            # Not echoed: a value here that is no variable name is most likely the secret itself.
+            raise ConfigError(key, source.of(key),
+                              "is not an environment variable name (the value is not shown; the "
+                              "secret itself never goes in a file, only the variable's name)")
+        if (sasl or name not in ("username_env", "password_env")) and not os.environ.get(variable):
+            raise ConfigError(key, source.of(key), f"environment variable {variable} is not set")
+    return KafkaSecurity(protocol=protocol, allow_cleartext_password=allow_cleartext, **values)
 
 
 def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPublish, ...]:
