@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                             "policy: print the job role's IAM policy")
     infra.add_argument("--allow-unsupported", action="store_true",
                        help="apply: accept calls an S3-compatible server does not implement")
+    infra.add_argument("--force", action="store_true",
+                       help="apply: make changes the plan marks DOWNGRADE (a KMS key replaced by "
+                            "SSE-S3, versioning suspended, an enforcing policy statement dropped)")
 
     commands.add_parser("status", parents=[common],
                         help="per table: last version and commit, rows, lag, state, last run")
@@ -332,7 +335,8 @@ def _infra(args: argparse.Namespace, settings: Settings) -> int:
         print("job role policy (medallion infra policy prints it alone):")
         print(json.dumps(job_policy(settings), indent=2))
         return 0
-    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported)
+    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported,
+                   force=args.force)
     print(f"applied {len(result.applied)} change(s)")
     for change in result.unsupported:
         print(f"  not implemented by the server: {change}")
@@ -429,9 +433,8 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.submit import format_command, submit_argv, submit_env
-
     from medallion.config import check_spark_setting
+    from medallion.submit import format_command, submit_argv, submit_env
 
     extra = {}
     for item in args.conf:

@@ -264,10 +264,11 @@ class S3Settings:
     path_style_access: bool = False  # True for most S3-compatible stores
     region: str | None = None
     sse: SseAlgorithm = SseAlgorithm.NONE
-    kms_key_id: str | None = None  # with SSE-KMS: the key's id, ARN or alias
+    kms_key_id: str | None = None  # with SSE-KMS: the key's ARN (the IAM policy names it)
     delta_log_store: DeltaLogStore = DeltaLogStore.SINGLE_DRIVER
     dynamodb_table: str = "delta_log"
     dynamodb_region: str | None = None
+    account_id: str | None = None  # the AWS account of the DynamoDB table (its ARN in the policy)
     # Provisioning (``medallion infra``): bucket versioning, and how long landed files are kept.
     versioning: bool = True
     landing_expiry_days: int = 30
@@ -1085,7 +1086,7 @@ def _s3_choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: 
 def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
     section = reader.section("s3", {
         "endpoint", "path_style_access", "region", "sse", "kms_key_id", "delta_log_store",
-        "dynamodb_table", "dynamodb_region", "versioning", "landing_expiry_days",
+        "dynamodb_table", "dynamodb_region", "account_id", "versioning", "landing_expiry_days",
         "abort_incomplete_uploads_days",
     })
     endpoint = _s3_optional_string(section, "s3.endpoint", source)
@@ -1095,20 +1096,43 @@ def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
     sse = _s3_choice(section, "s3.sse", SseAlgorithm, SseAlgorithm.NONE, source)
     kms_key_id = _s3_optional_string(section, "s3.kms_key_id", source)
     if sse is SseAlgorithm.SSE_KMS and kms_key_id is None:
-        raise ConfigError("s3.kms_key_id", source.of("s3.sse"), "SSE-KMS needs the key's id or ARN")
+        raise ConfigError("s3.kms_key_id", source.of("s3.sse"), "SSE-KMS needs the key's ARN")
+    if kms_key_id is not None and not _KMS_KEY_ARN.match(kms_key_id):
+        # An id or alias cannot be an IAM policy's Resource: the grant would be on every key ("*").
+        raise ConfigError("s3.kms_key_id", source.of("s3.kms_key_id"),
+                          f"{kms_key_id!r} is not a key ARN like "
+                          "arn:aws:kms:eu-west-1:111122223333:key/<key id> (an id or an alias "
+                          "cannot be named in the job role's IAM policy)")
     if sse is not SseAlgorithm.SSE_KMS and kms_key_id is not None:
         raise ConfigError("s3.kms_key_id", source.of("s3.kms_key_id"),
                           f"a KMS key is only used with sse: SSE-KMS (sse is {sse.value})")
+    delta_log_store = _s3_choice(section, "s3.delta_log_store", DeltaLogStore,
+                                 DeltaLogStore.SINGLE_DRIVER, source)
+    region = _s3_optional_string(section, "s3.region", source)
+    dynamodb_region = _s3_optional_string(section, "s3.dynamodb_region", source)
+    account = section.get("account_id")
+    if account is not None and (not isinstance(account, str) or not re.match(r"^\d{12}$", account)):
+        raise ConfigError("s3.account_id", source.of("s3.account_id"),
+                          f"must be the 12-digit AWS account id as a quoted string, got {account!r}")
+    if delta_log_store is DeltaLogStore.DYNAMODB:
+        # The job role's policy names the commit table by its full ARN: region and account.
+        if not (dynamodb_region or region):
+            raise ConfigError("s3.dynamodb_region", source.of("s3.delta_log_store"),
+                              "the DynamoDB log store needs s3.dynamodb_region or s3.region")
+        if account is None:
+            raise ConfigError("s3.account_id", source.of("s3.delta_log_store"),
+                              "the DynamoDB log store needs the table's AWS account id, so that "
+                              "the IAM policy grants that one table and no other")
     return S3Settings(
         endpoint=endpoint.rstrip("/") if endpoint else None,
         path_style_access=_boolean(section, "s3.path_style_access", False, source),
-        region=_s3_optional_string(section, "s3.region", source),
+        region=region,
         sse=sse,
         kms_key_id=kms_key_id,
-        delta_log_store=_s3_choice(section, "s3.delta_log_store", DeltaLogStore,
-                                DeltaLogStore.SINGLE_DRIVER, source),
+        delta_log_store=delta_log_store,
         dynamodb_table=reader.string(section, "s3.dynamodb_table", "delta_log"),
-        dynamodb_region=_s3_optional_string(section, "s3.dynamodb_region", source),
+        dynamodb_region=dynamodb_region,
+        account_id=account,
         versioning=_boolean(section, "s3.versioning", True, source),
         landing_expiry_days=reader.positive_int(section, "s3.landing_expiry_days", 30),
         abort_incomplete_uploads_days=reader.positive_int(
