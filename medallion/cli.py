@@ -120,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
                             "policy: print the job role's IAM policy")
     infra.add_argument("--allow-unsupported", action="store_true",
                        help="apply: accept calls an S3-compatible server does not implement")
+    infra.add_argument("--force", action="store_true",
+                       help="apply: make changes the plan marks DOWNGRADE (a KMS key replaced by "
+                            "SSE-S3, versioning suspended, an enforcing policy statement dropped)")
 
     commands.add_parser("status", parents=[common],
                         help="per table: last version and commit, rows, lag, state, last run")
@@ -348,7 +351,8 @@ def _infra(args: argparse.Namespace, settings: Settings) -> int:
         print("job role policy (medallion infra policy prints it alone):")
         print(json.dumps(job_policy(settings), indent=2))
         return 0
-    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported)
+    result = apply(client, settings, planned, allow_unsupported=args.allow_unsupported,
+                   force=args.force)
     print(f"applied {len(result.applied)} change(s)")
     for change in result.unsupported:
         print(f"  not implemented by the server: {change}")
@@ -452,6 +456,7 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.config import check_spark_setting
     from medallion.submit import format_command, submit_argv, submit_env
 
     extra = {}
@@ -459,6 +464,11 @@ def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
         key, sep, value = item.partition("=")
         if not sep or not key:
             print(f"medallion: --conf {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        try:  # the command line would carry it into cron logs and ps: refused like spark.conf
+            check_spark_setting(key, value, key, "--conf")
+        except ConfigError as exc:
+            print(f"medallion: {exc}", file=sys.stderr)
             return 2
         extra[key] = value
     argv = submit_argv(settings, args.job, master=args.master, wheel=args.wheel,
@@ -475,7 +485,10 @@ COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql
 
 
 def configure_logging(verbose: bool) -> None:
-    """Log lines to stderr, once, in the entry point."""
+    """Log lines to stderr, once, in the entry point; every line redacted of secrets."""
+    from medallion.redact import install_log_redaction
+
+    install_log_redaction()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

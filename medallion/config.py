@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+# A leaf like this module: no other medallion import, so configuration stays loadable alone.
+from medallion.redact import has_credentials, is_secret_key, redact_text
+
 if TYPE_CHECKING:
     from medallion.quality.spec import QualitySettings
 
@@ -40,7 +43,8 @@ class ConfigError(ValueError):
     """A configuration value is missing or invalid; the message names the key and the file."""
 
     def __init__(self, key: str, source: str, problem: str) -> None:
-        super().__init__(f"invalid configuration: {key} (from {source}): {problem}")
+        # Redacted as a last line of defence: a problem quoting a value may quote a URL's password.
+        super().__init__(redact_text(f"invalid configuration: {key} (from {source}): {problem}"))
         self.key = key
         self.source = source
 
@@ -197,7 +201,15 @@ class KafkaSecurity:
     username_env: str | None = None
     password_env: str | None = None
     truststore_location: str | None = None
+    truststore_type: str | None = None  # JKS, PKCS12 or PEM; when unset, from the file's suffix
     truststore_password_env: str | None = None
+    # mTLS: the client's own certificate and key
+    keystore_location: str | None = None
+    keystore_type: str | None = None  # JKS, PKCS12 or PEM; when unset, from the file's suffix
+    keystore_password_env: str | None = None
+    key_password_env: str | None = None
+    # SASL PLAIN over SASL_PLAINTEXT sends the password as clear text: refused unless this is set.
+    allow_cleartext_password: bool = False
 
 
 @dataclass(frozen=True)
@@ -252,10 +264,11 @@ class S3Settings:
     path_style_access: bool = False  # True for most S3-compatible stores
     region: str | None = None
     sse: SseAlgorithm = SseAlgorithm.NONE
-    kms_key_id: str | None = None  # with SSE-KMS: the key's id, ARN or alias
+    kms_key_id: str | None = None  # with SSE-KMS: the key's ARN (the IAM policy names it)
     delta_log_store: DeltaLogStore = DeltaLogStore.SINGLE_DRIVER
     dynamodb_table: str = "delta_log"
     dynamodb_region: str | None = None
+    account_id: str | None = None  # the AWS account of the DynamoDB table (its ARN in the policy)
     # Provisioning (``medallion infra``): bucket versioning, and how long landed files are kept.
     versioning: bool = True
     landing_expiry_days: int = 30
@@ -326,6 +339,11 @@ def _default_quality() -> QualitySettings:
     from medallion.quality.spec import QualitySettings
 
     return QualitySettings()
+
+
+def _show(key: str, value: Any) -> str:
+    """``value`` as an error message may quote it: never the value of a secret-like key."""
+    return "(a value, not shown: the key names a secret)" if is_secret_key(key) else repr(value)
 
 
 def parse_duration_seconds(text: str, key: str, source: str) -> int:
@@ -424,13 +442,15 @@ class _Reader:
     def string(self, section: Mapping[str, Any], key: str, default: str | None = None) -> str:
         value = section.get(key.rpartition(".")[2], default)
         if not isinstance(value, str) or not value.strip():
-            raise ConfigError(key, self.source.of(key), f"must be a non-empty string, got {value!r}")
+            raise ConfigError(key, self.source.of(key),
+                              f"must be a non-empty string, got {_show(key, value)}")
         return value.strip()
 
     def positive_int(self, section: Mapping[str, Any], key: str, default: int) -> int:
         value = section.get(key.rpartition(".")[2], default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(key, self.source.of(key), f"must be a positive integer, got {value!r}")
+            raise ConfigError(key, self.source.of(key),
+                              f"must be a positive integer, got {_show(key, value)}")
         return value
 
 
@@ -440,11 +460,87 @@ def _normalise_path(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+_S3_PATH_SCHEMES = ("s3a", "s3", "s3n")
+# Letters, digits, '.', '_' and '-' between a letter or digit at each end: S3's rules for new
+# buckets are stricter, but legacy buckets and S3-compatible stores allow these.
+_BUCKET = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$")
+_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _checked_path(key: str, path: str, source: str) -> str:
+    """A landing or lakehouse path: a local folder, or a URI that names where it points."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+            raise ConfigError(key, source, f"{path!r} looks like a URI without '//' "
+                                           "(s3a://bucket/prefix)")
+        if ":" in path:
+            # Hadoop reads the part before a colon as a URI scheme ("Relative path in absolute URI").
+            raise ConfigError(key, source, f"{path!r}: a local path cannot hold ':'")
+        return path
+    authority, _, prefix = rest.partition("/")
+    if scheme.lower() in _S3_PATH_SCHEMES:
+        if not authority:
+            raise ConfigError(key, source, f"{path!r} names no bucket (s3a://bucket/prefix)")
+        if not _BUCKET.match(authority):
+            raise ConfigError(key, source, f"{authority!r} is not an S3 bucket name (letters, "
+                                           "digits, '.', '_' and '-')")
+    if any(part in (".", "..") for part in prefix.split("/")):
+        raise ConfigError(key, source, f"{path!r}: '.' and '..' segments are not resolved in a URI")
+    return path
+
+
+def _source_folder(key: str, value: str, source: str) -> str:
+    """A folder under the landing zone: plain names only, so it stays under the landing zone."""
+    parts = value.strip("/").split("/")
+    if not all(_FOLDER.match(part) for part in parts):
+        raise ConfigError(key, source,
+                          f"{value!r} is not a folder under the landing zone: each part must be "
+                          "letters, digits, '.', '_' or '-', not start with '.' or '_' (Spark skips "
+                          "those as hidden), and neither '..' nor ':' is allowed")
+    return "/".join(parts)
+
+
+def _check_no_credentials(tree: Mapping[str, Any], source: _Source, prefix: str = "") -> None:
+    """Refuse credentials carried inside any value (URLs with user:password@, password=...)."""
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        values = value if isinstance(value, list) else [value]
+        for index, item in enumerate(values):
+            where = f"{key}[{index}]" if isinstance(value, list) else key
+            if isinstance(item, Mapping):
+                _check_no_credentials(item, source, f"{where}.")
+            elif isinstance(item, str) and has_credentials(item):
+                raise ConfigError(where, source.of(key),
+                                  "holds credentials (user:password@ in a URL or host list, or a "
+                                  "password=/token= parameter); the value is not shown. Give them "
+                                  "through the AWS provider chain or an environment variable, "
+                                  "never in a URL")
+
+
+def check_spark_setting(key: str, value: str, name: str, source: str) -> None:
+    """Refuse a Spark setting that carries a secret: it would show in submit-cmd's command line,
+    in cron logs and in ``ps``. ``name`` is how the setting is named in the message."""
+    if is_secret_key(key):
+        where = ("S3 keys come from the AWS provider chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                 "or AWS_SESSION_TOKEN in the environment, a profile, an instance or container role)"
+                 if ".s3a." in key or key.startswith("fs.s3") else
+                 "give it through an environment variable (kafka.security.*_env for Kafka) or a "
+                 "Hadoop credential provider file (hadoop.security.credential.provider.path)")
+        raise ConfigError(name, source, f"a secret-like setting; secrets never go in configuration "
+                                        f"or on a command line (the value is not shown): {where}")
+    if has_credentials(value):
+        raise ConfigError(name, source, "holds credentials (user:password@ or password=...); the "
+                                        "value is not shown: use the provider chain or a "
+                                        "credential provider instead")
+
+
 _BOOTSTRAP = re.compile(r"^[A-Za-z0-9._\[\]:-]+:\d{1,5}(,[A-Za-z0-9._\[\]:-]+:\d{1,5})*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "key")  # never from a file
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
 def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
@@ -519,13 +615,19 @@ def _connector_version(source: _Source, kafka: Mapping[str, Any]) -> str | None:
     return value.strip()
 
 
+_STORE_TYPES = ("JKS", "PKCS12", "PEM")
+_TLS_PROTOCOLS = (KafkaProtocol.SSL, KafkaProtocol.SASL_SSL)
+
+
 def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
     prefix = "kafka.security"
     section = kafka.get("security", {}) or {}
     if not isinstance(section, Mapping):
         raise ConfigError(prefix, source.of(prefix), "must be a mapping")
-    allowed = {"protocol", "sasl_mechanism", "username_env", "password_env",
-               "truststore_location", "truststore_password_env"}
+    texts = ("sasl_mechanism", "username_env", "password_env", "truststore_location",
+             "truststore_type", "truststore_password_env", "keystore_location", "keystore_type",
+             "keystore_password_env", "key_password_env")
+    allowed = {"protocol", "allow_cleartext_password", *texts}
     for name in section:
         if name not in allowed:
             raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
@@ -538,13 +640,14 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
                           f"{protocol_text!r} is not one of "
                           f"{', '.join(p.value for p in KafkaProtocol)}") from None
     values: dict[str, str | None] = {}
-    for name in ("sasl_mechanism", "username_env", "password_env", "truststore_location",
-                 "truststore_password_env"):
+    for name in texts:
+        key = f"{prefix}.{name}"
         value = section.get(name)
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"must be a non-empty string or null, got {value!r}")
+            raise ConfigError(key, source.of(key),
+                              f"must be a non-empty string or null, got {_show(key, value)}")
         values[name] = value.strip() if isinstance(value, str) else None
+    allow_cleartext = _boolean(section, f"{prefix}.allow_cleartext_password", False, source)
     sasl = protocol in (KafkaProtocol.SASL_PLAINTEXT, KafkaProtocol.SASL_SSL)
     if sasl:
         mechanism = (values["sasl_mechanism"] or "").upper()
@@ -556,18 +659,56 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
             if not values[name]:
                 raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
                                   f"{protocol.value} needs the name of an environment variable")
-    for name in ("username_env", "password_env", "truststore_password_env"):
+        if (protocol is KafkaProtocol.SASL_PLAINTEXT and mechanism == "PLAIN"
+                and not allow_cleartext):
+            raise ConfigError(f"{prefix}.protocol", source.of(f"{prefix}.protocol"),
+                              "SASL_PLAINTEXT with PLAIN sends the password over the network as "
+                              "clear text: use SASL_SSL (or SCRAM), or set "
+                              f"{prefix}.allow_cleartext_password: true for a trusted network")
+    for store in ("truststore", "keystore"):
+        key = f"{prefix}.{store}_type"
+        if values[f"{store}_type"] is not None:
+            kind = str(values[f"{store}_type"]).upper()
+            if kind not in _STORE_TYPES:
+                raise ConfigError(key, source.of(key),
+                                  f"{kind!r} is not one of {', '.join(_STORE_TYPES)}")
+            values[f"{store}_type"] = kind
+        location = values[f"{store}_location"]
+        if location and values[f"{store}_type"] is None:
+            # Kafka's default type is JKS whatever the file; the suffix says better.
+            suffix = location.rpartition(".")[2].lower()
+            values[f"{store}_type"] = {"p12": "PKCS12", "pfx": "PKCS12", "pem": "PEM",
+                                       "crt": "PEM"}.get(suffix, "JKS")
+    if values["keystore_location"] and protocol not in _TLS_PROTOCOLS:
+        raise ConfigError(f"{prefix}.keystore_location", source.of(f"{prefix}.keystore_location"),
+                          f"a client certificate (mTLS) needs protocol SSL or SASL_SSL, not "
+                          f"{protocol.value}")
+    for name, needs in (("keystore_password_env", "keystore_location"),
+                        ("key_password_env", "keystore_location"),
+                        ("truststore_password_env", "truststore_location")):
+        if values[name] and not values[needs]:
+            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
+                              f"set only with {prefix}.{needs}")
+    if (values["keystore_location"] and values["keystore_type"] != "PEM"
+            and not values["keystore_password_env"]):
+        raise ConfigError(f"{prefix}.keystore_password_env",
+                          source.of(f"{prefix}.keystore_location"),
+                          "a JKS or PKCS12 keystore needs the name of the environment variable "
+                          "holding its password (never the password itself)")
+    for name in ("username_env", "password_env", "truststore_password_env",
+                 "keystore_password_env", "key_password_env"):
         variable = values[name]
         if variable is None:
             continue
+        key = f"{prefix}.{name}"
         if not _ENV_NAME.match(variable):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"{variable!r} is not an environment variable name (the secret "
-                              "itself never goes in a file)")
-        if (sasl or name == "truststore_password_env") and not os.environ.get(variable):
-            raise ConfigError(f"{prefix}.{name}", source.of(f"{prefix}.{name}"),
-                              f"environment variable {variable} is not set")
-    return KafkaSecurity(protocol=protocol, **values)
+            # Not echoed: a value here that is no variable name is most likely the secret itself.
+            raise ConfigError(key, source.of(key),
+                              "is not an environment variable name (the value is not shown; the "
+                              "secret itself never goes in a file, only the variable's name)")
+        if (sasl or name not in ("username_env", "password_env")) and not os.environ.get(variable):
+            raise ConfigError(key, source.of(key), f"environment variable {variable} is not set")
+    return KafkaSecurity(protocol=protocol, allow_cleartext_password=allow_cleartext, **values)
 
 
 def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPublish, ...]:
@@ -653,12 +794,14 @@ def load_settings(
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
                               f"unknown top-level key (known: {', '.join(known_sections)})")
+    _check_no_credentials(tree, source)
 
     paths_section = reader.section("paths", {"landing", "lakehouse"})
-    paths = Paths(
-        landing=_normalise_path(reader.string(paths_section, "paths.landing")),
-        lakehouse=_normalise_path(reader.string(paths_section, "paths.lakehouse")),
-    )
+    paths = Paths(**{
+        name: _normalise_path(_checked_path(
+            f"paths.{name}", reader.string(paths_section, f"paths.{name}"),
+            source.of(f"paths.{name}")))
+        for name in ("landing", "lakehouse")})
 
     spark_section = reader.section(
         "spark", {"app_name", "master", "shuffle_partitions", "log_level", "packages", "conf"}
@@ -677,6 +820,9 @@ def load_settings(
     spark_conf = spark_section.get("conf", {}) or {}
     if not isinstance(spark_conf, Mapping):
         raise ConfigError("spark.conf", source.of("spark.conf"), "must be a mapping")
+    for conf_key, conf_value in spark_conf.items():
+        check_spark_setting(str(conf_key), str(conf_value), f"spark.conf.{conf_key}",
+                            source.of(f"spark.conf.{conf_key}"))
     log_level = reader.string(spark_section, "spark.log_level", "WARN").upper()
     if log_level not in {"ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN"}:
         raise ConfigError("spark.log_level", source.of("spark.log_level"),
@@ -704,8 +850,9 @@ def load_settings(
 
     sources_section = reader.section("sources", {"events", "customers", "events_kind"})
     sources = {
-        "events": reader.string(sources_section, "sources.events", "events"),
-        "customers": reader.string(sources_section, "sources.customers", "customers"),
+        name: _source_folder(f"sources.{name}", reader.string(sources_section, f"sources.{name}",
+                                                               name), source.of(f"sources.{name}"))
+        for name in ("events", "customers")
     }
     kind_text = reader.string(sources_section, "sources.events_kind", "files")
     try:
@@ -912,7 +1059,7 @@ def _check_hadoop_aws(packages: list[str], source: str) -> None:
 def _boolean(section: Mapping[str, Any], key: str, default: bool, source: _Source) -> bool:
     value = section.get(key.rpartition(".")[2], default)
     if not isinstance(value, bool):
-        raise ConfigError(key, source.of(key), f"must be true or false, got {value!r}")
+        raise ConfigError(key, source.of(key), f"must be true or false, got {_show(key, value)}")
     return value
 
 
@@ -921,7 +1068,8 @@ def _s3_optional_string(section: Mapping[str, Any], key: str, source: _Source) -
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(key, source.of(key), f"must be a non-empty string or null, got {value!r}")
+        raise ConfigError(key, source.of(key),
+                          f"must be a non-empty string or null, got {_show(key, value)}")
     return value.strip()
 
 
@@ -938,7 +1086,7 @@ def _s3_choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: 
 def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
     section = reader.section("s3", {
         "endpoint", "path_style_access", "region", "sse", "kms_key_id", "delta_log_store",
-        "dynamodb_table", "dynamodb_region", "versioning", "landing_expiry_days",
+        "dynamodb_table", "dynamodb_region", "account_id", "versioning", "landing_expiry_days",
         "abort_incomplete_uploads_days",
     })
     endpoint = _s3_optional_string(section, "s3.endpoint", source)
@@ -948,20 +1096,43 @@ def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
     sse = _s3_choice(section, "s3.sse", SseAlgorithm, SseAlgorithm.NONE, source)
     kms_key_id = _s3_optional_string(section, "s3.kms_key_id", source)
     if sse is SseAlgorithm.SSE_KMS and kms_key_id is None:
-        raise ConfigError("s3.kms_key_id", source.of("s3.sse"), "SSE-KMS needs the key's id or ARN")
+        raise ConfigError("s3.kms_key_id", source.of("s3.sse"), "SSE-KMS needs the key's ARN")
+    if kms_key_id is not None and not _KMS_KEY_ARN.match(kms_key_id):
+        # An id or alias cannot be an IAM policy's Resource: the grant would be on every key ("*").
+        raise ConfigError("s3.kms_key_id", source.of("s3.kms_key_id"),
+                          f"{kms_key_id!r} is not a key ARN like "
+                          "arn:aws:kms:eu-west-1:111122223333:key/<key id> (an id or an alias "
+                          "cannot be named in the job role's IAM policy)")
     if sse is not SseAlgorithm.SSE_KMS and kms_key_id is not None:
         raise ConfigError("s3.kms_key_id", source.of("s3.kms_key_id"),
                           f"a KMS key is only used with sse: SSE-KMS (sse is {sse.value})")
+    delta_log_store = _s3_choice(section, "s3.delta_log_store", DeltaLogStore,
+                                 DeltaLogStore.SINGLE_DRIVER, source)
+    region = _s3_optional_string(section, "s3.region", source)
+    dynamodb_region = _s3_optional_string(section, "s3.dynamodb_region", source)
+    account = section.get("account_id")
+    if account is not None and (not isinstance(account, str) or not re.match(r"^\d{12}$", account)):
+        raise ConfigError("s3.account_id", source.of("s3.account_id"),
+                          f"must be the 12-digit AWS account id as a quoted string, got {account!r}")
+    if delta_log_store is DeltaLogStore.DYNAMODB:
+        # The job role's policy names the commit table by its full ARN: region and account.
+        if not (dynamodb_region or region):
+            raise ConfigError("s3.dynamodb_region", source.of("s3.delta_log_store"),
+                              "the DynamoDB log store needs s3.dynamodb_region or s3.region")
+        if account is None:
+            raise ConfigError("s3.account_id", source.of("s3.delta_log_store"),
+                              "the DynamoDB log store needs the table's AWS account id, so that "
+                              "the IAM policy grants that one table and no other")
     return S3Settings(
         endpoint=endpoint.rstrip("/") if endpoint else None,
         path_style_access=_boolean(section, "s3.path_style_access", False, source),
-        region=_s3_optional_string(section, "s3.region", source),
+        region=region,
         sse=sse,
         kms_key_id=kms_key_id,
-        delta_log_store=_s3_choice(section, "s3.delta_log_store", DeltaLogStore,
-                                DeltaLogStore.SINGLE_DRIVER, source),
+        delta_log_store=delta_log_store,
         dynamodb_table=reader.string(section, "s3.dynamodb_table", "delta_log"),
-        dynamodb_region=_s3_optional_string(section, "s3.dynamodb_region", source),
+        dynamodb_region=dynamodb_region,
+        account_id=account,
         versioning=_boolean(section, "s3.versioning", True, source),
         landing_expiry_days=reader.positive_int(section, "s3.landing_expiry_days", 30),
         abort_incomplete_uploads_days=reader.positive_int(

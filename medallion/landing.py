@@ -76,6 +76,20 @@ def expected_checksum(path: Path, part_size: int) -> tuple[str, int]:
     return f"{_b64(hashlib.sha256(b''.join(digests)).digest())}-{len(digests)}", len(digests)
 
 
+def check_landing_name(name: str) -> None:
+    """Refuse a file name the pipeline would never read, or could not address."""
+    if name.startswith((".", "_")):
+        # Spark's file source treats such names as hidden (temporary or metadata) and skips them.
+        raise LandingError(f"{name!r}: a name starting with '.' or '_' is skipped by Spark's file "
+                           "source, so it would never be ingested; rename it")
+    if ":" in name:
+        raise LandingError(f"{name!r}: Hadoop paths cannot hold ':' (the part before it reads as a "
+                           "URI scheme); rename it")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name) or name != name.strip():
+        raise LandingError(f"{name!r}: control characters or leading/trailing spaces in a name "
+                           "break Hadoop paths and logs; rename it")
+
+
 def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
     """The landing folder a file goes to: given, or by suffix (.json events, .csv customers)."""
     name = entity or ENTITY_BY_SUFFIX.get(path.suffix.lower())
@@ -97,6 +111,7 @@ def land_files(settings: Settings, files: list[Path], entity: str | None = None,
     for path in files:
         if not path.is_file():
             raise LandingError(f"{path}: no such file")
+        check_landing_name(path.name)
     landing = settings.paths.landing
     landed = []
     for path in files:

@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from medallion.config import KafkaProtocol, KafkaSettings
+from medallion.config import KafkaProtocol, KafkaSecurity, KafkaSettings
 from medallion.generate import GenerateSpec, generate_event_lines
 
 log = logging.getLogger(__name__)
@@ -18,6 +18,62 @@ log = logging.getLogger(__name__)
 
 class ProduceError(RuntimeError):
     """The events could not all be delivered."""
+
+
+def _secret(variable: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise ProduceError(f"environment variable {variable} (named by kafka.security) is not set")
+    return value
+
+
+def _pkcs12_certificates_pem(location: str, password: str | None) -> str:
+    """The certificates of a PKCS12 trust store, as PEM (librdkafka reads no PKCS12 trust store)."""
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    with open(location, "rb") as handle:
+        store = pkcs12.load_pkcs12(handle.read(), password.encode() if password else None)
+    certificates = ([store.cert] if store.cert else []) + list(store.additional_certs)
+    if not certificates:
+        raise ProduceError(f"{location}: the trust store holds no certificate")
+    return "".join(c.certificate.public_bytes(Encoding.PEM).decode("ascii") for c in certificates)
+
+
+def tls_config(security: KafkaSecurity) -> dict[str, str]:
+    """librdkafka's TLS settings from the same trust store and key store the Spark jobs use.
+
+    librdkafka reads PEM files and PKCS12 key stores, not Java's JKS: a JKS store is refused
+    with a message rather than silently replaced by the system's CA bundle.
+    """
+    config: dict[str, str] = {}
+    if security.truststore_location:
+        location = security.truststore_location
+        password = (_secret(security.truststore_password_env)
+                    if security.truststore_password_env else None)
+        kind = security.truststore_type or "JKS"
+        if kind == "PEM":
+            config["ssl.ca.location"] = location
+        elif kind == "PKCS12":
+            config["ssl.ca.pem"] = _pkcs12_certificates_pem(location, password)
+        else:
+            raise ProduceError(f"{location}: medallion produce (librdkafka) cannot read a JKS trust "
+                               "store; give a PKCS12 or PEM one (kafka.security.truststore_type)")
+    if security.keystore_location:
+        location = security.keystore_location
+        kind = security.keystore_type or "JKS"
+        if kind == "PKCS12":
+            config["ssl.keystore.location"] = location
+            if security.keystore_password_env:
+                config["ssl.keystore.password"] = _secret(security.keystore_password_env)
+        elif kind == "PEM":  # one file with the certificate chain and the private key
+            config["ssl.certificate.location"] = location
+            config["ssl.key.location"] = location
+            if security.key_password_env:
+                config["ssl.key.password"] = _secret(security.key_password_env)
+        else:
+            raise ProduceError(f"{location}: medallion produce (librdkafka) cannot read a JKS key "
+                               "store; give a PKCS12 or PEM one (kafka.security.keystore_type)")
+    return config
 
 
 def producer_config(kafka: KafkaSettings) -> dict[str, str]:
@@ -31,8 +87,10 @@ def producer_config(kafka: KafkaSettings) -> dict[str, str]:
     if kafka.security.protocol in (KafkaProtocol.SASL_PLAINTEXT, KafkaProtocol.SASL_SSL):
         assert kafka.security.username_env and kafka.security.password_env
         config["sasl.mechanism"] = kafka.security.sasl_mechanism or "PLAIN"
-        config["sasl.username"] = os.environ[kafka.security.username_env]
-        config["sasl.password"] = os.environ[kafka.security.password_env]
+        config["sasl.username"] = _secret(kafka.security.username_env)
+        config["sasl.password"] = _secret(kafka.security.password_env)
+    if kafka.security.protocol in (KafkaProtocol.SSL, KafkaProtocol.SASL_SSL):
+        config.update(tls_config(kafka.security))
     return config
 
 

@@ -8,12 +8,12 @@ configured Spark settings), so the job behaves the same under spark-submit on a 
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medallion.config import Settings
+from medallion.redact import quote_command, redact_argv
 from medallion.spark import BASE_CONF, DELTA_CONF, jvm_packages, resolution_conf, state_store_conf
 
 JOBS = ("bronze", "silver", "gold", "all")
@@ -66,6 +66,11 @@ def submit_env(python: str | None = None) -> dict[str, str]:
 
 
 def format_command(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """One shell line: ``VAR=value ... spark-submit ...``, quoted for a POSIX shell."""
-    assignments = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
-    return " ".join([*assignments, *(shlex.quote(arg) for arg in argv)])
+    """One shell line: ``VAR=value ... spark-submit ...``, quoted for a POSIX shell, secrets
+    redacted.
+
+    Secret-like settings are refused before they get here (configuration and ``--conf``), so a
+    valid command has nothing to redact; should one slip through, the printed line shows ``***``
+    (and the job fails on it) rather than putting the secret in a terminal, a cron log or ``ps``.
+    """
+    return quote_command(redact_argv([*(f"{key}={value}" for key, value in env.items()), *argv]))

@@ -15,5 +15,7 @@ if ! flock -n 9; then
     exit 0
 fi
 command="$("$home/.venv/bin/medallion" submit-cmd "$job" "$@")"
-echo "medallion ${job}: ${command}" >&2
+# The log line goes through the project's one redaction function (medallion/redact.py): cron
+# mails and log files must never hold a secret, whatever the command came to carry.
+echo "medallion ${job}: $(printf '%s\n' "$command" | "$home/.venv/bin/python" -m medallion.redact)" >&2
 eval "$command"

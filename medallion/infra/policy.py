@@ -2,6 +2,8 @@
 
 The job reads the landing zone and reads and writes the lakehouse (tables, checkpoints, catalog
 folder, all under ``<lakehouse>``); it needs nothing else in those buckets and no other bucket.
+Every resource is named in full: the KMS key by its ARN, the DynamoDB commit table by region and
+account. The table is created beforehand by whoever owns the account, not by the job.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from medallion.config import DeltaLogStore, Settings, SseAlgorithm
-from medallion.s3 import S3Location, parse_s3
+from medallion.infra.provision import check_layout
+from medallion.s3 import S3Location
 
 
 def _object_arn(location: S3Location) -> str:
@@ -22,8 +25,7 @@ def _list_prefixes(location: S3Location) -> list[str]:
 
 def job_policy(settings: Settings) -> dict[str, Any]:
     """An IAM policy document (as a dict) granting the job exactly what its paths need."""
-    landing = parse_s3(settings.paths.landing)
-    lakehouse = parse_s3(settings.paths.lakehouse)
+    landing, lakehouse = check_layout(settings)
     listing: dict[str, list[str]] = {}
     for location in (landing, lakehouse):
         listing.setdefault(location.bucket, []).extend(_list_prefixes(location))
@@ -60,25 +62,23 @@ def job_policy(settings: Settings) -> dict[str, Any]:
     ]
     s3 = settings.s3
     if s3.sse is SseAlgorithm.SSE_KMS and s3.kms_key_id:
-        key = s3.kms_key_id
-        statement: dict[str, Any] = {
+        # The configuration accepts only a key ARN: an id or alias would need Resource "*".
+        statements.append({
             "Sid": "UseLakehouseKey",
             "Effect": "Allow",
             "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-            "Resource": key if key.startswith("arn:") else "*",
-        }
-        if not key.startswith("arn:"):
-            # A bare key id or alias cannot name the resource; limit the grant to use through S3.
-            statement["Condition"] = {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
-        statements.append(statement)
+            "Resource": s3.kms_key_id,
+        })
     if s3.delta_log_store is DeltaLogStore.DYNAMODB:
-        region = s3.dynamodb_region or s3.region or "*"
+        # Region and account are required by the configuration when this log store is chosen.
+        region = s3.dynamodb_region or s3.region
         statements.append({
             "Sid": "DeltaCommitTable",
             "Effect": "Allow",
+            # No CreateTable: a runtime role that can create tables can create any table.
             "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-                       "dynamodb:Query", "dynamodb:DescribeTable", "dynamodb:CreateTable"],
-            "Resource": f"arn:aws:dynamodb:{region}:*:table/{s3.dynamodb_table}",
+                       "dynamodb:Query", "dynamodb:DescribeTable"],
+            "Resource": f"arn:aws:dynamodb:{region}:{s3.account_id}:table/{s3.dynamodb_table}",
         })
     return {"Version": "2012-10-17", "Statement": statements}
 

@@ -6,12 +6,16 @@ The buckets are the ones the configured paths name: the landing zone's, and the 
 - versioning (``s3.versioning``), and old versions expired after ``NONCURRENT_VERSION_DAYS``;
 - default encryption: SSE-KMS with ``s3.kms_key_id`` when ``s3.sse`` is SSE-KMS, else SSE-S3;
 - every public access blocked;
+- a bucket policy denying requests without TLS and, when ``s3.sse`` is set, object uploads
+  without the server-side encryption header of the configured algorithm (and key);
 - a lifecycle rule aborting multipart uploads left incomplete, and, on the landing prefix only,
   one expiring landed files after ``s3.landing_expiry_days`` (bronze keeps every line of them).
 
 :func:`plan` reads the current state and lists the changes; :func:`apply` makes exactly those
 changes. Applying twice changes nothing the second time. A server that does not implement a call
-(S3-compatible stores often lack some) is reported; ``allow_unsupported`` lets apply go on.
+(S3-compatible stores often lack some) is reported; ``allow_unsupported`` lets apply go on. A
+change that would weaken what a bucket has (a KMS key replaced by SSE-S3, versioning suspended,
+an enforcing policy statement dropped) is marked in the plan and refused unless forced.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medallion.config import Settings, SseAlgorithm
-from medallion.s3 import error_code, is_s3, parse_s3
+from medallion.s3 import S3Location, error_code, is_s3, parse_s3
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +37,19 @@ RULE_NONCURRENT = "medallion-expire-noncurrent-versions"
 OUR_RULES = (RULE_EXPIRE_LANDING, RULE_ABORT_UPLOADS, RULE_NONCURRENT)
 BLOCK_ALL_PUBLIC = {"BlockPublicAcls": True, "IgnorePublicAcls": True,
                     "BlockPublicPolicy": True, "RestrictPublicBuckets": True}
+NO_POLICY_CODES = {"NoSuchBucketPolicy", "NoSuchPolicy"}  # AWS's code; S3Proxy's
 UNSUPPORTED_CODES = {"NotImplemented", "501", "NotSupported", "MethodNotAllowed"}
 MISSING = "absent"
 UNKNOWN = "unknown (the server does not implement reading it)"
 
-SETTINGS = ("bucket", "versioning", "encryption", "public-access-block", "lifecycle")
+SETTINGS = ("bucket", "versioning", "encryption", "public-access-block", "lifecycle",
+            "bucket-policy")
+# Statements of the bucket policy that this module owns (others in the policy are kept).
+POLICY_SID_PREFIX = "Medallion"
+SID_TLS_ONLY = "MedallionDenyInsecureTransport"
+SID_WRONG_ENCRYPTION = "MedallionDenyWrongEncryptionHeader"
+SID_NO_ENCRYPTION = "MedallionDenyUnencryptedUploads"
+SID_OTHER_KMS_KEY = "MedallionDenyOtherKmsKey"
 
 
 class ProvisionError(RuntimeError):
@@ -53,6 +65,7 @@ class BucketTarget:
     versioning: bool
     encryption: dict[str, Any]
     lifecycle_rules: tuple[dict[str, Any], ...]
+    policy_statements: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,11 @@ class Change:
     setting: str
     current: str
     desired: str
+    downgrade: str = ""  # what the change would weaken; empty when it weakens nothing
 
     def __str__(self) -> str:
-        return f"{self.bucket}: {self.setting}: {self.current} -> {self.desired}"
+        text = f"{self.bucket}: {self.setting}: {self.current} -> {self.desired}"
+        return f"{text} [DOWNGRADE: {self.downgrade}]" if self.downgrade else text
 
 
 @dataclass
@@ -98,20 +113,62 @@ def desired_encryption(settings: Settings) -> dict[str, Any]:
             "BucketKeyEnabled": False}
 
 
-def targets_of(settings: Settings) -> list[BucketTarget]:
-    """The buckets the configured paths name, each with the settings it should have."""
+def check_layout(settings: Settings) -> tuple[S3Location, S3Location]:
+    """The landing and lakehouse locations, refused when one lies inside the other."""
     for key, path in (("paths.landing", settings.paths.landing),
                       ("paths.lakehouse", settings.paths.lakehouse)):
         if not is_s3(path):
             raise ProvisionError(f"{key} is {path}, not an s3a:// path: nothing to provision")
     landing = parse_s3(settings.paths.landing)
     lakehouse = parse_s3(settings.paths.lakehouse)
-    if landing.bucket == lakehouse.bucket and (
-        not landing.prefix or f"{lakehouse.prefix}/".startswith(f"{landing.prefix}/")
-    ):
+    if landing.bucket != lakehouse.bucket:
+        return landing, lakehouse
+    if not landing.prefix or f"{lakehouse.prefix}/".startswith(f"{landing.prefix}/"):
         raise ProvisionError(
             f"the lakehouse {lakehouse.uri} lies inside the landing zone {landing.uri}: the rule "
             "expiring landed files would delete tables. Give the landing zone its own prefix.")
+    if not lakehouse.prefix or f"{landing.prefix}/".startswith(f"{lakehouse.prefix}/"):
+        raise ProvisionError(
+            f"the landing zone {landing.uri} lies inside the lakehouse {lakehouse.uri}: the job "
+            "role's read/write/delete grant on the lakehouse would cover the landed files, which "
+            "the pipeline must only read. Give the lakehouse its own prefix (or bucket).")
+    return landing, lakehouse
+
+
+def policy_statements(settings: Settings, bucket: str) -> tuple[dict[str, Any], ...]:
+    """The bucket policy statements this module keeps on ``bucket``."""
+    s3 = settings.s3
+    objects = f"arn:aws:s3:::{bucket}/*"
+    statements: list[dict[str, Any]] = []
+    if not (s3.endpoint or "").startswith("http://"):
+        # Left out for a plain-http endpoint (a local S3-compatible server): it would deny all.
+        statements.append({
+            "Sid": SID_TLS_ONLY, "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+            "Resource": [f"arn:aws:s3:::{bucket}", objects],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}}})
+    if s3.sse is not SseAlgorithm.NONE:
+        header = "s3:x-amz-server-side-encryption"
+        algorithm = "aws:kms" if s3.sse is SseAlgorithm.SSE_KMS else "AES256"
+        statements += [
+            {"Sid": SID_WRONG_ENCRYPTION, "Effect": "Deny", "Principal": "*",
+             "Action": "s3:PutObject", "Resource": objects,
+             "Condition": {"StringNotEquals": {header: algorithm}}},
+            {"Sid": SID_NO_ENCRYPTION, "Effect": "Deny", "Principal": "*",
+             "Action": "s3:PutObject", "Resource": objects,
+             "Condition": {"Null": {header: "true"}}},
+        ]
+        if s3.sse is SseAlgorithm.SSE_KMS and s3.kms_key_id:
+            statements.append({
+                "Sid": SID_OTHER_KMS_KEY, "Effect": "Deny", "Principal": "*",
+                "Action": "s3:PutObject", "Resource": objects,
+                "Condition": {"StringNotEqualsIfExists": {
+                    f"{header}-aws-kms-key-id": s3.kms_key_id}}})
+    return tuple(statements)
+
+
+def targets_of(settings: Settings) -> list[BucketTarget]:
+    """The buckets the configured paths name, each with the settings it should have."""
+    landing, lakehouse = check_layout(settings)
     roles: dict[str, list[tuple[str, str]]] = {}
     roles.setdefault(landing.bucket, []).append(("landing", landing.uri))
     roles.setdefault(lakehouse.bucket, []).append(("lakehouse", lakehouse.uri))
@@ -133,7 +190,8 @@ def targets_of(settings: Settings) -> list[BucketTarget]:
                           "Filter": {"Prefix": f"{landing.prefix}/" if landing.prefix else ""},
                           "Status": "Enabled", "Expiration": {"Days": s3.landing_expiry_days}})
         targets.append(BucketTarget(bucket, tuple(held), s3.versioning,
-                                    desired_encryption(settings), tuple(rules)))
+                                    desired_encryption(settings), tuple(rules),
+                                    policy_statements(settings, bucket)))
     return targets
 
 
@@ -189,6 +247,15 @@ def current_state(client: Any, bucket: str,
         rules = [] if isinstance(lifecycle, str) else lifecycle.get("Rules", [])
         ours = (_normal_rule(r) for r in rules if r.get("ID") in our_rules)
         state["lifecycle"] = _text(sorted(ours, key=lambda r: r["ID"]))
+    policy = _read(lambda: client.get_bucket_policy(Bucket=bucket), NO_POLICY_CODES)
+    if isinstance(policy, str) and policy == UNKNOWN:
+        state["bucket-policy"] = UNKNOWN
+    else:
+        statements = [] if isinstance(policy, str) else json.loads(policy["Policy"]).get(
+            "Statement", [])
+        state["bucket-policy"] = _text(sorted(
+            (s for s in statements if str(s.get("Sid", "")).startswith(POLICY_SID_PREFIX)),
+            key=lambda s: s["Sid"]))
     return state
 
 
@@ -218,7 +285,28 @@ def desired_state(target: BucketTarget) -> dict[str, str]:
         "public-access-block": _text(BLOCK_ALL_PUBLIC),
         "lifecycle": _text(sorted((_normal_rule(r) for r in target.lifecycle_rules),
                                   key=lambda r: r["ID"])),
+        "bucket-policy": _text(sorted(target.policy_statements, key=lambda s: s["Sid"])),
     }
+
+
+def downgrade_of(setting: str, current: str, desired: str) -> str:
+    """What changing ``setting`` from ``current`` to ``desired`` would weaken ("": nothing)."""
+    if current in (MISSING, UNKNOWN):
+        return ""
+    if setting == "versioning" and current == "Enabled" and desired != "Enabled":
+        return "versioning would be suspended: overwritten and deleted objects no longer kept"
+    if setting == "encryption":
+        now = json.loads(current)["ApplyServerSideEncryptionByDefault"]
+        wanted = json.loads(desired)["ApplyServerSideEncryptionByDefault"]
+        if now.get("SSEAlgorithm") == "aws:kms" and wanted.get("SSEAlgorithm") != "aws:kms":
+            return (f"default encryption with KMS key {now.get('KMSMasterKeyID')} would become "
+                    f"{wanted.get('SSEAlgorithm')} (SSE-S3)")
+    if setting == "bucket-policy":
+        dropped = sorted({s["Sid"] for s in json.loads(current)}
+                         - {s["Sid"] for s in json.loads(desired)})
+        if dropped:
+            return f"policy statements {', '.join(dropped)} would be removed"
+    return ""
 
 
 def plan(client: Any, settings: Settings) -> Plan:
@@ -230,8 +318,13 @@ def plan(client: Any, settings: Settings) -> Plan:
         for setting, wanted in desired_state(target).items():
             if setting == "versioning" and not target.versioning and current[setting] != "Enabled":
                 continue  # never enabled and suspended both mean "off"
+            if setting == "bucket-policy" and wanted == "[]" and current[setting] == MISSING:
+                continue  # a new bucket has no policy, and none is wanted
+            if setting == "versioning" and not target.versioning:
+                wanted = "Suspended"  # what apply sets: a bucket's versioning cannot be unset
             if current[setting] != wanted:
-                changes.append(Change(target.name, setting, current[setting], wanted))
+                changes.append(Change(target.name, setting, current[setting], wanted,
+                                      downgrade_of(setting, current[setting], wanted)))
     return Plan(targets, changes)
 
 
@@ -258,13 +351,32 @@ def _apply_change(client: Any, settings: Settings, target: BucketTarget, change:
             r for r in existing.get("Rules", []) if r.get("ID") not in OUR_RULES]
         client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={
             "Rules": others + [dict(r) for r in target.lifecycle_rules]})
+    elif change.setting == "bucket-policy":
+        found = _read(lambda: client.get_bucket_policy(Bucket=bucket), NO_POLICY_CODES)
+        document: dict[str, Any] = ({"Version": "2012-10-17", "Statement": []}
+                                    if isinstance(found, str) else json.loads(found["Policy"]))
+        kept = [s for s in document.get("Statement", [])
+                if not str(s.get("Sid", "")).startswith(POLICY_SID_PREFIX)]
+        document["Statement"] = kept + [dict(s) for s in target.policy_statements]
+        if document["Statement"]:
+            client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(document))
+        elif not isinstance(found, str):  # only our statements were there, and none is wanted
+            client.delete_bucket_policy(Bucket=bucket)
     else:  # pragma: no cover - SETTINGS is closed
         raise ProvisionError(f"unknown setting {change.setting}")
 
 
 def apply(client: Any, settings: Settings, planned: Plan,
-          allow_unsupported: bool = False) -> ApplyResult:
-    """Make the planned changes, in order; report those the server does not implement."""
+          allow_unsupported: bool = False, force: bool = False) -> ApplyResult:
+    """Make the planned changes, in order; report those the server does not implement.
+
+    A plan with downgrades is refused before anything changes, unless ``force``.
+    """
+    downgrades = [c for c in planned.changes if c.downgrade]
+    if downgrades and not force:
+        listed = "; ".join(f"{c.bucket} {c.setting}: {c.downgrade}" for c in downgrades)
+        raise ProvisionError(f"apply would weaken what the buckets have: {listed}. Nothing was "
+                             "changed; change the configuration, or --force to apply anyway")
     result = ApplyResult()
     targets = {t.name: t for t in planned.targets}
     for change in planned.changes:
@@ -295,4 +407,6 @@ def format_plan(planned: Plan) -> str:
         lines.append("no changes: every bucket matches the configuration")
     for change in planned.changes:
         lines.append(f"  change {change}")
+    if any(change.downgrade for change in planned.changes):
+        lines.append("apply refuses the changes marked DOWNGRADE unless given --force")
     return "\n".join(lines)

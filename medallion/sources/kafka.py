@@ -50,10 +50,17 @@ def kafka_client_options(kafka: KafkaSettings) -> dict[str, str]:
             f"username={_jaas_quote(_secret(security.username_env))} "
             f"password={_jaas_quote(_secret(security.password_env))};"
         )
-    if security.truststore_location:
-        options["kafka.ssl.truststore.location"] = security.truststore_location
-    if security.truststore_password_env:
-        options["kafka.ssl.truststore.password"] = _secret(security.truststore_password_env)
+    for store in ("truststore", "keystore"):
+        location = getattr(security, f"{store}_location")
+        if not location:
+            continue
+        options[f"kafka.ssl.{store}.location"] = location
+        options[f"kafka.ssl.{store}.type"] = getattr(security, f"{store}_type") or "JKS"
+        password_env = getattr(security, f"{store}_password_env")
+        if password_env:
+            options[f"kafka.ssl.{store}.password"] = _secret(password_env)
+    if security.key_password_env:
+        options["kafka.ssl.key.password"] = _secret(security.key_password_env)
     return options
 
 

@@ -50,7 +50,7 @@ def test_endpoint_path_style_region_and_kms(tmp_path: Path) -> None:
 
 def test_dynamodb_log_store_for_several_writers(tmp_path: Path) -> None:
     settings = _load(tmp_path, {"s3": {"delta_log_store": "dynamodb", "dynamodb_table": "commits",
-                                       "region": "eu-west-1"}})
+                                       "region": "eu-west-1", "account_id": "111122223333"}})
     s3 = settings.s3  # type: ignore[attr-defined]
     assert s3.delta_log_store is DeltaLogStore.DYNAMODB
     conf = s3a_conf(s3)
@@ -77,6 +77,15 @@ def test_hadoop_aws_matches_pysparks_hadoop(tmp_path: Path) -> None:
     ({"s3": {"path_style_access": "yes"}}, "s3.path_style_access"),
     ({"s3": {"landing_expiry_days": 0}}, "s3.landing_expiry_days"),
     ({"s3": {"access_key": "AKIA..."}}, "s3.access_key"),
+    # An id or an alias cannot be named in the IAM policy (the grant would be on every key).
+    ({"s3": {"sse": "SSE-KMS", "kms_key_id": "1234abcd-12ab-34cd-56ef-1234567890ab"}}, "s3.kms_key_id"),
+    ({"s3": {"sse": "SSE-KMS", "kms_key_id": "alias/lakehouse"}}, "s3.kms_key_id"),
+    ({"s3": {"sse": "SSE-KMS", "kms_key_id": "arn:aws:kms:eu-west-1:111122223333:alias/lake"}},
+     "s3.kms_key_id"),
+    # The commit table's ARN in the policy needs its region and account.
+    ({"s3": {"delta_log_store": "dynamodb", "region": "eu-west-1"}}, "s3.account_id"),
+    ({"s3": {"delta_log_store": "dynamodb", "account_id": "111122223333"}}, "s3.dynamodb_region"),
+    ({"s3": {"account_id": 111122223333}}, "s3.account_id"),
 ])
 def test_bad_s3_settings_name_the_key_and_file(tmp_path: Path, overlay: dict, key: str) -> None:
     with pytest.raises(ConfigError) as error:

@@ -43,13 +43,13 @@ def test_dev_policy_grants_exactly_the_configured_prefixes() -> None:
 def test_kms_key_is_granted_when_sse_kms(tmp_path: Path) -> None:
     conf = write_overlay(tmp_path / "conf", "kms", {
         "paths": {"landing": "s3a://b/in", "lakehouse": "s3a://b/out"},
-        "s3": {"sse": "SSE-KMS", "kms_key_id": "arn:aws:kms:eu-west-1:1:key/k"}})
+        "s3": {"sse": "SSE-KMS", "kms_key_id": "arn:aws:kms:eu-west-1:111122223333:key/k"}})
     statements = job_policy(load_settings(env="kms", conf_dir=conf))["Statement"]
     assert statements[0]["Condition"] == {"StringLike": {"s3:prefix": ["in", "in/*", "out",
                                                                           "out/*"]}}
     assert statements[-1] == {"Sid": "UseLakehouseKey", "Effect": "Allow",
                               "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                              "Resource": "arn:aws:kms:eu-west-1:1:key/k"}
+                              "Resource": "arn:aws:kms:eu-west-1:111122223333:key/k"}
 
 
 def test_one_bucket_holds_both_with_the_expiry_on_landing_only(tmp_path: Path) -> None:
@@ -69,3 +69,32 @@ def test_lakehouse_inside_landing_is_refused(tmp_path: Path, landing: str) -> No
         "paths": {"landing": landing, "lakehouse": "s3a://b/data/lakehouse"}})
     with pytest.raises(ProvisionError, match="would delete tables"):
         targets_of(load_settings(env="x", conf_dir=conf))
+
+
+def test_dynamodb_commit_table_is_pinned_and_never_created_by_the_job(tmp_path: Path) -> None:
+    conf = write_overlay(tmp_path / "conf", "ddb", {
+        "paths": {"landing": "s3a://in-bucket/landing", "lakehouse": "s3a://lake-bucket/lakehouse"},
+        "s3": {"delta_log_store": "dynamodb", "dynamodb_table": "delta_log",
+               "dynamodb_region": "eu-central-1", "region": "eu-west-1",
+               "account_id": "111122223333"}})
+    statements = job_policy(load_settings(env="ddb", conf_dir=conf))["Statement"]
+    assert statements[-1] == {
+        "Sid": "DeltaCommitTable", "Effect": "Allow",
+        "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                   "dynamodb:Query", "dynamodb:DescribeTable"],
+        "Resource": "arn:aws:dynamodb:eu-central-1:111122223333:table/delta_log"}
+
+
+@pytest.mark.parametrize(("landing", "lakehouse"), [
+    ("s3a://b/landing", "s3a://b"),                 # lakehouse at the bucket root
+    ("s3a://b/data/landing", "s3a://b/data"),       # landing inside the lakehouse prefix
+])
+def test_a_lakehouse_grant_covering_the_landing_files_is_refused(
+        tmp_path: Path, landing: str, lakehouse: str) -> None:
+    conf = write_overlay(tmp_path / "conf", "x", {"paths": {"landing": landing,
+                                                            "lakehouse": lakehouse}})
+    settings = load_settings(env="x", conf_dir=conf)
+    with pytest.raises(ProvisionError, match="would cover the landed files"):
+        job_policy(settings)
+    with pytest.raises(ProvisionError, match="would cover the landed files"):
+        targets_of(settings)
