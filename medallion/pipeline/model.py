@@ -537,6 +537,11 @@ class PipelineSpec:
         """The dimension called ``name``."""
         return next(d for d in self.dimensions if d.name == name)
 
+    def watermark_of(self, gold: GoldSpec) -> str:
+        """The lateness a gold table tolerates: its own, else its silver input's, else the pipeline's."""
+        silver = next((s for s in self.silver if s.key == gold.input), None)
+        return gold.watermark or (silver.watermark if silver else None) or self.watermark
+
     def alternatives_of(self, bronze_key: str) -> tuple[str, ...]:
         """Bronze tables that stand in for ``bronze_key`` when their source is chosen instead."""
         primary = next((s for s in self.sources if s.bronze_key == bronze_key), None)

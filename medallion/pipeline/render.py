@@ -47,7 +47,7 @@ def _gold_details(spec: PipelineSpec, table: TableDecl) -> list[str]:
     if gold.window is not None:
         groups = f" by {', '.join(gold.group_by)}" if gold.group_by else ""
         lines.append(f"window {gold.window.describe()} on {gold.window.column}{groups}, "
-                     f"watermark {gold.watermark or spec.watermark}")
+                     f"watermark {spec.watermark_of(gold)}")
         lines.append("aggregates " + ", ".join(f"{a.name} = {a.describe()}" for a in gold.aggregates))
     if gold.python:
         lines.append(f"python step {gold.python}")
