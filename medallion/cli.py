@@ -124,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="apply: make changes the plan marks DOWNGRADE (a KMS key replaced by "
                             "SSE-S3, versioning suspended, an enforcing policy statement dropped)")
 
+    commands.add_parser(
+        "pipelines", add_help=False,
+        help="check the pipeline definitions (conf/pipelines) and print their graphs; no Spark")
     commands.add_parser("status", parents=[common],
                         help="per table: last version and commit, rows, lag, state, last run")
 
@@ -224,7 +227,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.locks import WRITERS, hold_writers
-    from medallion.pipeline import Layer, run_pipeline
+    from medallion.runner import Layer, run_pipeline
     from medallion.spark import build_session
     from medallion.summary import format_summary
 
@@ -402,7 +405,7 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
 def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     from medallion import backfill as bf
     from medallion.config import Trigger
-    from medallion.pipeline import Layer, run_pipeline
+    from medallion.runner import Layer, run_pipeline
     from medallion.spark import build_session
     from medallion.summary import format_summary
 
@@ -507,7 +510,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from medallion.produce import ProduceError
     from medallion.thrift import ThriftError
 
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["pipelines"]:  # a dry run of the definitions: no settings, no Spark
+        from medallion.pipeline.cli import main as pipelines_main
+
+        return pipelines_main(arguments[1:])
+    args = _parser().parse_args(arguments)
     configure_logging(args.verbose)
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast

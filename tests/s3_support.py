@@ -161,7 +161,7 @@ def local_reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactor
                     ) -> tuple[list[Path], dict[str, list[tuple[Any, ...]]]]:
     """The sample's files, and the tables one clean run on the local file system produces."""
     from medallion.config import Trigger
-    from medallion.pipeline import Layer, run_pipeline
+    from medallion.runner import Layer, run_pipeline
 
     root = tmp_path_factory.mktemp("local-reference")
     settings = load_settings(env="local", conf_dir=REPO / "conf", landing=str(root / "landing"),

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import GenerateSpec, generate_landing
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
 from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS
 

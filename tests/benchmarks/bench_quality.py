@@ -29,9 +29,9 @@ from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import GenerateSpec, generate_landing
-from medallion.pipeline import Layer, run_pipeline
 from medallion.quality.evaluate import evaluate_batch
 from medallion.quality.spec import build_expectation, check_expectations
+from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
 from medallion.tables import (
     BRONZE_CUSTOMERS,

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from medallion import thrift
 from medallion.config import Settings, Trigger
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.tables import GOLD_EVENT_COUNTS_5M
 from tests.conftest import REPO, make_settings
 

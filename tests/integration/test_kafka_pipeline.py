@@ -17,8 +17,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import KafkaPublish, Settings
-from medallion.pipeline import Layer, run_pipeline
 from medallion.produce import send_lines
+from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing, write_atomically
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from medallion.tables import ALL_TABLES, RUN_RECORDS
 from tests.lakehouse_views import assert_matches_model, snapshot

@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import write_atomically
-from medallion.pipeline import Layer, run_pipeline
 from medallion.quality.spec import ExpectationSpec, QualitySettings, Severity
+from medallion.runner import Layer, run_pipeline
 from medallion.sinks.delta import path_exists, table_version
 from medallion.streaming import JobError
 from medallion.tables import (

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from medallion.cli import main
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing, write_atomically
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS
 from tests.conftest import REPO
 from tests.lakehouse_views import assert_matches_model, rows, snapshot

@@ -14,7 +14,7 @@ from medallion.cli import main
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.maintenance import RetentionError, check_retention, maintain
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.status import collect_status
 from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, SILVER_QUARANTINE
 from tests.conftest import REPO

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Paths, Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot
 

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.tables import QUERY_PROGRESS, SILVER_EVENTS
 from tests.conftest import REPO, make_settings
 from tests.lakehouse_views import snapshot

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.pipeline import Layer, run_pipeline
 from medallion.produce import send_lines
+from medallion.runner import Layer, run_pipeline
 from medallion.streaming import JobError
 from tests.conftest import REPO, make_settings
 from tests.kafka_broker import Broker

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Trigger
 from medallion.infra.s3proxy import S3ProxyServer
 from medallion.landing import land_files
-from medallion.pipeline import Layer, run_pipeline
+from medallion.runner import Layer, run_pipeline
 from medallion.s3 import parse_s3, s3_client
 from medallion.spark import build_session
 from medallion.streaming import JobError

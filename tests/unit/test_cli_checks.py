@@ -41,3 +41,11 @@ def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> Non
         "g-0000.json", "g-0001.json"]
     assert [p.name for p in (landing / "crm").iterdir()] == ["customers-g.csv"]
     assert not (landing / "events").exists() and not (landing / "customers").exists()
+
+
+def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
+    out = capsys.readouterr().out
+    assert "gold/user_sessions  <- aggregate:user_sessions: aggregate silver/events" in out
+    assert "1 pipeline(s) valid" in out

@@ -1,4 +1,4 @@
-"""The ``events`` pipeline: its layers in order, run to completion or as a service."""
+"""The layers of the `events` pipeline in order, run to completion or as a service (needs Spark)."""
 
 from __future__ import annotations
 

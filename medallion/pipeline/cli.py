@@ -1,0 +1,57 @@
+"""``medallion pipelines``: load, check and print every pipeline's graph, without Spark (a dry run)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from medallion.config import DEFAULT_ENV, ENV_VAR_ENV, default_conf_dir
+from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.render import render_graph
+from medallion.pipeline.validate import validate
+
+EXIT_OK = 0
+EXIT_INVALID = 2  # as for an invalid configuration: nothing was started
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="medallion pipelines",
+        description="Check the pipelines of conf/pipelines and print their graphs; Spark is not started.")
+    parser.add_argument("names", nargs="*", help="pipelines to print (default: all)")
+    parser.add_argument("--env", default=None,
+                        help=f"environment whose overlays apply (default ${ENV_VAR_ENV} or {DEFAULT_ENV})")
+    parser.add_argument("--conf-dir", type=Path, default=None, help="configuration folder (default conf/)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Load, validate and print; exit 0, or 2 with the error (key path and file) on stderr."""
+    args = _parser().parse_args(argv)
+    conf_dir = args.conf_dir or default_conf_dir()
+    env = args.env or os.environ.get(ENV_VAR_ENV) or DEFAULT_ENV
+    try:
+        specs = load_pipelines(conf_dir, env)
+        known = [s.name for s in specs]
+        for name in args.names:
+            if name not in known:
+                raise PipelineError(name, str(conf_dir / "pipelines"),
+                                    f"no such pipeline (pipelines: {', '.join(known) or 'none'})")
+        checked = [(spec, *validate(spec)) for spec in specs]  # every pipeline, even those not printed
+    except PipelineError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_INVALID
+    for spec, graph, tables in checked:
+        if not args.names or spec.name in args.names:
+            print(render_graph(spec, graph, tables))
+            print()
+    print(f"{len(checked)} pipeline(s) valid (env {env}, {conf_dir / 'pipelines'})")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,543 @@
+"""Loading ``conf/pipelines/<name>.yaml`` into a :class:`~medallion.pipeline.model.PipelineSpec`.
+
+One file per pipeline; its name is the file's stem. The overlay rule: for environment ``<env>``,
+``conf/pipelines/<name>.<env>.yaml``, when it exists, is merged over ``<name>.yaml``: mappings
+merge key by key, any other value (a list, a string) replaces the one below. Overlays of other
+environments are ignored, and an overlay without its pipeline is an error. Every key remembers
+the file that set it last, so each error reads
+``invalid pipeline definition: <key path> (from <file>): <problem>``.
+
+This module checks the shape (known keys, value kinds, enums, type names, durations); the
+meaning (columns, windows, the graph) is :mod:`medallion.pipeline.validate`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from medallion.config import ConfigError, parse_duration_seconds
+from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.model import (
+    IDENTIFIER,
+    INGESTED_AT,
+    SOURCE_FILE,
+    AggregateFunction,
+    AggregateSpec,
+    BronzeSpec,
+    ColumnSpec,
+    DedupScope,
+    DedupSpec,
+    DimensionSpec,
+    EnrichmentSpec,
+    ExpectationSpec,
+    Field,
+    GoldSpec,
+    OutputMode,
+    ParseMode,
+    PipelineSpec,
+    RuleSpec,
+    Severity,
+    SilverSpec,
+    SourceFormat,
+    SourceSpec,
+    TableDoc,
+    WindowKind,
+    WindowSpec,
+)
+from medallion.pipeline.types import SqlType, TypeNameError, parse_type
+
+PIPELINES_DIR = "pipelines"
+DEFAULT_WATERMARK = "10 minutes"
+_PYTHON_STEP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
+                 SourceFormat.PARQUET: "*.parquet"}
+E = TypeVar("E", bound=Enum)
+
+_TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold"}
+_SOURCE_KEYS = {"format", "path", "glob", "header", "schema", "topics", "options", "alternative_to",
+                "active", "bronze"}
+_DOC_KEYS = {"comment", "column_comments", "expectations"}
+_BRONZE_KEYS = {"table"} | _DOC_KEYS
+_DIMENSION_KEYS = {"source", "key", "columns", "latest_by", "where", "trim"}
+_SILVER_KEYS = {"input", "parse", "raw_column", "columns", "rules", "dedup", "event_time", "watermark",
+                "enrich", "keep", "python"} | _DOC_KEYS
+_COLUMN_KEYS = {"type", "source", "expr", "required", "trim", "format", "zone", "rules"}
+_DEDUP_KEYS = {"key", "order_by", "scope"}
+_ENRICH_KEYS = {"join", "columns", "defaults"}  # not `on`: YAML 1.1 reads it as true
+_GOLD_KEYS = {"input", "filter", "group_by", "window", "aggregates", "mode", "watermark", "python",
+              "columns", "keys"} | _DOC_KEYS
+_WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
+_AGGREGATE_KEYS = {"function", "column", "default"}
+_EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
+
+
+class Origins:
+    """Which file each dotted key came from; a key an overlay set names the overlay."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+
+    def mark(self, key: str, value: Any, file: str) -> None:
+        """Record ``file`` for ``key`` and everything under it."""
+        self.files[key] = file
+        if isinstance(value, Mapping):
+            for inner, item in value.items():
+                self.mark(f"{key}.{inner}", item, file)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                self.mark(f"{key}.{index}", item, file)
+
+    def merge(self, base: dict[str, Any], overlay: Mapping[str, Any], file: str, prefix: str = "") -> None:
+        """Merge ``overlay`` into ``base`` in place: mappings key by key, other values replaced."""
+        for key, value in overlay.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+                self.merge(base[key], value, file, f"{dotted}.")
+            else:
+                base[key] = _plain(value)
+                self.mark(dotted, value, file)
+
+    def of(self, key: str, default: str) -> str:
+        """The file of ``key``, or of its nearest parent that has one."""
+        while key:
+            if key in self.files:
+                return self.files[key]
+            key = key.rpartition(".")[0]
+        return default
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PipelineError("<file>", str(path), f"not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise PipelineError("<file>", str(path), f"cannot be read: {exc.strerror}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise PipelineError("<root>", str(path), "must be a mapping of keys to values")
+    plain: dict[str, Any] = _plain(data)
+    return plain
+
+
+def pipeline_files(conf_dir: Path) -> list[Path]:
+    """The pipeline definitions under ``<conf_dir>/pipelines``: ``<name>.yaml``, no overlays."""
+    folder = conf_dir / PIPELINES_DIR
+    return sorted(p for p in folder.glob("*.yaml") if "." not in p.stem)
+
+
+def load_pipelines(conf_dir: Path, env: str | None = None) -> tuple[PipelineSpec, ...]:
+    """Every pipeline of ``<conf_dir>/pipelines``, with the overlays of ``env``, parsed (not validated)."""
+    folder = conf_dir / PIPELINES_DIR
+    files = pipeline_files(conf_dir)
+    names = {p.stem for p in files}
+    for overlay in sorted(folder.glob("*.*.yaml")):
+        name, _, overlay_env = overlay.stem.partition(".")
+        if overlay_env == env and name not in names:
+            raise PipelineError("<file>", str(overlay),
+                                f"an overlay of pipeline {name!r}, but there is no {name}.yaml beside it")
+    return tuple(load_pipeline(path, env) for path in files)
+
+
+def load_pipeline(path: Path, env: str | None = None) -> PipelineSpec:
+    """The pipeline defined in ``path``, with ``<stem>.<env>.yaml`` beside it merged over it."""
+    name = path.stem
+    if not IDENTIFIER.match(name):
+        raise PipelineError("<file>", str(path), f"{name!r} is not a pipeline name (letters, digits, _)")
+    origins = Origins()
+    tree: dict[str, Any] = {}
+    origins.merge(tree, _read_yaml(path), str(path))
+    overlay = path.with_name(f"{name}.{env}.yaml") if env else None
+    if overlay is not None and overlay.is_file():
+        origins.merge(tree, _read_yaml(overlay), str(overlay))
+    return parse_pipeline(name, tree, origins, str(path))
+
+
+def parse_pipeline(name: str, tree: Mapping[str, Any], origins: Origins, file: str) -> PipelineSpec:
+    """Build the typed spec from a merged tree; the shape is checked, the meaning is not."""
+    reader = _Reader(origins, file)
+    reader.keys(tree, "", _TOP_KEYS)
+    watermark = reader.duration(tree, "watermark", DEFAULT_WATERMARK)
+    sources = tuple(_source(reader, n, v) for n, v in reader.entries(tree, "sources").items())
+    dimensions = tuple(_dimension(reader, n, v) for n, v in reader.entries(tree, "dimensions").items())
+    silver = tuple(_silver(reader, n, v) for n, v in reader.entries(tree, "silver").items())
+    gold = tuple(_gold(reader, n, v, silver) for n, v in reader.entries(tree, "gold").items())
+    return PipelineSpec(name=name, file=file, watermark=watermark, sources=sources,
+                        dimensions=dimensions, silver=silver, gold=gold,
+                        description=reader.text(tree, "description", ""),
+                        origins=dict(origins.files))
+
+
+class _Reader:
+    """Typed values out of the tree, every problem raised with its key path and file."""
+
+    def __init__(self, origins: Origins, file: str) -> None:
+        self.origins = origins
+        self.file = file
+
+    def error(self, key: str, problem: str) -> PipelineError:
+        """The error for ``key``, naming the file it came from."""
+        return PipelineError(key, self.origins.of(key, self.file), problem)
+
+    @staticmethod
+    def _join(prefix: str, key: str) -> str:
+        return f"{prefix}.{key}" if prefix else key
+
+    def keys(self, section: Mapping[str, Any], prefix: str, allowed: set[str]) -> None:
+        """Refuse keys that are not in ``allowed`` (a typo must not pass silently)."""
+        for key in section:
+            if key not in allowed:
+                raise self.error(self._join(prefix, key),
+                                 f"unknown key (known keys: {', '.join(sorted(allowed))})")
+
+    def mapping(self, section: Mapping[str, Any], key: str, prefix: str,
+                allowed: set[str] | None = None, required: bool = False) -> Mapping[str, Any]:
+        """A nested mapping; ``{}`` when absent (unless required)."""
+        dotted = self._join(prefix, key)
+        value = section.get(key)
+        if value is None:
+            if required:
+                raise self.error(dotted, "required")
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(dotted, f"must be a mapping, got {value!r}")
+        if allowed is not None:
+            self.keys(value, dotted, allowed)
+        return value
+
+    def entries(self, section: Mapping[str, Any], key: str, prefix: str = "") -> Mapping[str, Any]:
+        """A mapping of names (identifiers) to their definitions."""
+        value = self.mapping(section, key, prefix)
+        for name in value:
+            if not IDENTIFIER.match(name):
+                raise self.error(self._join(self._join(prefix, key), name),
+                                 "a name must be letters, digits and _, not starting with a digit")
+        return value
+
+    def text(self, section: Mapping[str, Any], key: str, default: str | None = None,
+             prefix: str = "") -> str:
+        """A non-empty string (``default`` when absent; required when there is none)."""
+        dotted = self._join(prefix, key)
+        value = section.get(key, default)
+        if value is None:
+            raise self.error(dotted, "required")
+        if not isinstance(value, str) or (not value.strip() and default != ""):
+            raise self.error(dotted, f"must be a non-empty string, got {value!r}")
+        return value.strip()
+
+    def optional_text(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
+        """A non-empty string, or None when absent."""
+        return None if section.get(key) is None else self.text(section, key, prefix=prefix)
+
+    def boolean(self, section: Mapping[str, Any], key: str, default: bool, prefix: str) -> bool:
+        """true or false."""
+        value = section.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(self._join(prefix, key), f"must be true or false, got {value!r}")
+        return value
+
+    def names(self, section: Mapping[str, Any], key: str, prefix: str,
+              default: Sequence[str] | None = None) -> tuple[str, ...]:
+        """A list of names (a single name counts as a list of one); ``default`` when absent."""
+        dotted = self._join(prefix, key)
+        value = section.get(key)
+        if value is None:
+            if default is None:
+                raise self.error(dotted, "required")
+            return tuple(default)
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+            raise self.error(dotted, f"must be a name or a list of names, got {value!r}")
+        if len(set(items)) != len(items):
+            raise self.error(dotted, f"names a column twice: {value!r}")
+        return tuple(i.strip() for i in items)
+
+    def choice(self, section: Mapping[str, Any], key: str, enum: type[E], prefix: str,
+               default: E | None = None) -> E:
+        """A value of ``enum``."""
+        dotted = self._join(prefix, key)
+        value = section.get(key, default.value if default is not None else None)
+        if value is None:
+            raise self.error(dotted, f"required, one of {', '.join(str(e.value) for e in enum)}")
+        try:
+            return enum(value)
+        except ValueError:
+            raise self.error(dotted, f"{value!r} is not one of "
+                             f"{', '.join(str(e.value) for e in enum)}") from None
+
+    def duration(self, section: Mapping[str, Any], key: str, default: str | None = None,
+                 prefix: str = "") -> str:
+        """A Spark duration such as ``5 minutes``."""
+        dotted = self._join(prefix, key)
+        text = self.text(section, key, default, prefix)
+        try:
+            parse_duration_seconds(text, dotted, self.file)
+        except ConfigError:
+            raise self.error(dotted, f"{text!r} is not a duration like '5 minutes'") from None
+        return text
+
+    def sql_type(self, value: Any, key: str) -> SqlType:
+        """A Spark SQL type name."""
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a Spark SQL type name such as STRING, got {value!r}")
+        try:
+            return parse_type(value)
+        except TypeNameError as exc:
+            raise self.error(key, str(exc)) from None
+
+    def python_step(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
+        """``module:function``, or None (importing it is the validator's job)."""
+        value = self.optional_text(section, key, prefix)
+        if value is not None and not _PYTHON_STEP.match(value):
+            raise self.error(self._join(prefix, key), f"{value!r} is not module:function")
+        return value
+
+    def doc(self, section: Mapping[str, Any], prefix: str) -> TableDoc:
+        """Comments and expectations of a table."""
+        comments = self.mapping(section, "column_comments", prefix)
+        for column, comment in comments.items():
+            if not isinstance(comment, str):
+                raise self.error(f"{prefix}.column_comments.{column}", "must be text")
+        expectations = []
+        for name, entry in self.entries(section, "expectations", prefix).items():
+            expectation = self._expectation(name, entry, f"{prefix}.expectations.{name}")
+            if expectation is not None:
+                expectations.append(expectation)
+        return TableDoc(comment=self.text(section, "comment", "", prefix),
+                        column_comments={str(k): str(v).strip() for k, v in comments.items()},
+                        expectations=tuple(expectations))
+
+    def _expectation(self, name: str, entry: Any, key: str) -> ExpectationSpec | None:
+        if not isinstance(entry, Mapping):
+            raise self.error(key, "must be a mapping with expectation, kwargs, severity")
+        self.keys(entry, key, _EXPECTATION_KEYS)
+        if not self.boolean(entry, "enabled", True, key):
+            return None  # an overlay turns one off by name
+        kind = self.text(entry, "expectation", prefix=key)
+        if not re.match(r"^expect_[a-z0-9_]+$", kind):
+            raise self.error(f"{key}.expectation", f"{kind!r} is not a Great Expectations type")
+        return ExpectationSpec(name=name, expectation=kind,
+                               kwargs=dict(self.mapping(entry, "kwargs", key)),
+                               severity=self.choice(entry, "severity", Severity, key),
+                               description=self.text(entry, "description", "", key))
+
+
+def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
+    key = f"sources.{name}"
+    section = reader.mapping({name: value}, name, "sources", _SOURCE_KEYS, required=True)
+    kind = reader.choice(section, "format", SourceFormat, key)
+    bronze = reader.mapping(section, "bronze", key, _BRONZE_KEYS, required=True)
+    table = reader.text(bronze, "table", prefix=f"{key}.bronze")
+    if not IDENTIFIER.match(table):
+        raise reader.error(f"{key}.bronze.table", f"{table!r} is not a table name")
+    files = kind is not SourceFormat.KAFKA
+    for needed, present in (("path", files), ("topics", not files)):
+        if present and section.get(needed) is None:
+            raise reader.error(f"{key}.{needed}", f"required for format {kind.value}")
+        if not present and section.get(needed) is not None:
+            raise reader.error(f"{key}.{needed}", f"not used by format {kind.value}")
+    if section.get("header") is not None and kind is not SourceFormat.CSV:
+        raise reader.error(f"{key}.header", "only a CSV source has a header")
+    if section.get("schema") is not None and kind is not SourceFormat.PARQUET:
+        raise reader.error(f"{key}.schema", "only a Parquet source declares its schema")
+    header = reader.names(section, "header", key) if kind is SourceFormat.CSV else ()
+    schema: tuple[Field, ...] = ()
+    if kind is SourceFormat.PARQUET:
+        schema = tuple(Field(c, reader.sql_type(t, f"{key}.schema.{c}"))
+                       for c, t in reader.mapping(section, "schema", key, required=True).items())
+    topics = reader.names(section, "topics", key) if not files else ()
+    for index, topic in enumerate(topics):
+        if not _TOPIC.match(topic):
+            raise reader.error(f"{key}.topics.{index}", f"{topic!r} is not a Kafka topic name")
+    options = reader.mapping(section, "options", key)
+    return SourceSpec(
+        name=name, format=kind,
+        bronze=BronzeSpec(table=table, doc=reader.doc(bronze, f"{key}.bronze")),
+        path=reader.text(section, "path", prefix=key).strip("/") if files else None,
+        glob=reader.text(section, "glob", _DEFAULT_GLOB[kind], key) if files else None,
+        header=header, schema=schema, topics=topics,
+        options={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()},
+        alternative_to=reader.optional_text(section, "alternative_to", key),
+        active=reader.boolean(section, "active", True, key),
+    )
+
+
+def _dimension(reader: _Reader, name: str, value: Any) -> DimensionSpec:
+    key = f"dimensions.{name}"
+    section = reader.mapping({name: value}, name, "dimensions", _DIMENSION_KEYS, required=True)
+    return DimensionSpec(
+        name=name,
+        source=reader.text(section, "source", prefix=key),
+        key=reader.names(section, "key", key),
+        columns=reader.names(section, "columns", key),
+        latest_by=reader.names(section, "latest_by", key, (INGESTED_AT, SOURCE_FILE)),
+        where=reader.optional_text(section, "where", key),
+        trim=reader.boolean(section, "trim", True, key),
+    )
+
+
+def _rules(reader: _Reader, section: Mapping[str, Any], prefix: str,
+           column: str | None = None) -> tuple[RuleSpec, ...]:
+    rules = reader.entries(section, "rules", prefix)
+    return tuple(RuleSpec(name=n, predicate=reader.text(rules, n, prefix=f"{prefix}.rules"), column=column)
+                 for n in rules)
+
+
+def _column(reader: _Reader, name: str, value: Any, prefix: str) -> ColumnSpec:
+    key = f"{prefix}.{name}"
+    if isinstance(value, str):
+        value = {"type": value}  # `amount: DECIMAL(18,4)` is short for {type: DECIMAL(18,4)}
+        reader.origins.mark(f"{key}.type", value["type"], reader.origins.of(key, reader.file))
+    section = reader.mapping({name: value}, name, prefix, _COLUMN_KEYS, required=True)
+    if section.get("source") is not None and section.get("expr") is not None:
+        raise reader.error(f"{key}.expr", "a column is taken either by source or by expr, not both")
+    if "type" not in section:
+        raise reader.error(f"{key}.type", "required (a Spark SQL type such as STRING)")
+    return ColumnSpec(
+        name=name,
+        type=reader.sql_type(section["type"], f"{key}.type"),
+        source=reader.optional_text(section, "source", key),
+        expr=reader.optional_text(section, "expr", key),
+        required=reader.boolean(section, "required", False, key),
+        trim=reader.boolean(section, "trim", False, key),
+        format=reader.optional_text(section, "format", key),
+        zone=reader.optional_text(section, "zone", key),
+        rules=_rules(reader, section, key, column=name),
+    )
+
+
+def _silver(reader: _Reader, name: str, value: Any) -> SilverSpec:
+    key = f"silver.{name}"
+    section = reader.mapping({name: value}, name, "silver", _SILVER_KEYS, required=True)
+    columns_section = reader.entries(section, "columns", key)
+    if not columns_section:
+        raise reader.error(f"{key}.columns", "required: at least one typed column")
+    columns = tuple(_column(reader, c, v, f"{key}.columns") for c, v in columns_section.items())
+    dedup_section = reader.mapping(section, "dedup", key, _DEDUP_KEYS, required=True)
+    dedup = DedupSpec(
+        key=reader.names(dedup_section, "key", f"{key}.dedup"),
+        order_by=reader.names(dedup_section, "order_by", f"{key}.dedup", ()),
+        scope=reader.choice(dedup_section, "scope", DedupScope, f"{key}.dedup", DedupScope.TABLE),
+    )
+    enrichments = []
+    for dimension, entry in reader.entries(section, "enrich", key).items():
+        entry_key = f"{key}.enrich.{dimension}"
+        spec = reader.mapping({dimension: entry}, dimension, f"{key}.enrich", _ENRICH_KEYS, required=True)
+        on = reader.mapping(spec, "join", entry_key, required=True)
+        pairs = []
+        for column, dimension_key in on.items():
+            if not isinstance(dimension_key, str):
+                raise reader.error(f"{entry_key}.join.{column}", "must name a key column of the dimension")
+            pairs.append((str(column), dimension_key.strip()))
+        defaults = reader.mapping(spec, "defaults", entry_key)
+        for column, default in defaults.items():
+            if not isinstance(default, (str, int, float, bool)):
+                raise reader.error(f"{entry_key}.defaults.{column}", f"must be a value, got {default!r}")
+        enrichments.append(EnrichmentSpec(dimension=dimension, join=tuple(pairs),
+                                          columns=reader.names(spec, "columns", entry_key),
+                                          defaults=dict(defaults)))
+    watermark = reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None
+    return SilverSpec(
+        name=name,
+        input=reader.text(section, "input", prefix=key),
+        parse=reader.choice(section, "parse", ParseMode, key),
+        columns=columns,
+        dedup=dedup,
+        event_time=reader.optional_text(section, "event_time", key),
+        watermark=watermark,
+        raw_column=reader.text(section, "raw_column", "raw", key),
+        rules=_rules(reader, section, key),
+        enrichments=tuple(enrichments),
+        keep=reader.names(section, "keep", key, (SOURCE_FILE, INGESTED_AT)),
+        python=reader.python_step(section, "python", key),
+        doc=reader.doc(section, key),
+    )
+
+
+def _window(reader: _Reader, section: Mapping[str, Any], key: str, default_column: str) -> WindowSpec:
+    kind = reader.choice(section, "kind", WindowKind, key)
+    needs = {WindowKind.TUMBLING: {"size"}, WindowKind.SLIDING: {"size", "slide"},
+             WindowKind.SESSION: {"gap"}}[kind]
+    for part in ("size", "slide", "gap"):
+        if part in needs and section.get(part) is None:
+            raise reader.error(f"{key}.{part}", f"required for a {kind.value} window")
+        if part not in needs and section.get(part) is not None:
+            raise reader.error(f"{key}.{part}", f"a {kind.value} window has no {part}")
+    size, slide, gap = (reader.duration(section, p, prefix=key) if p in needs else None
+                        for p in ("size", "slide", "gap"))
+    longer = size and slide and (parse_duration_seconds(slide, key, reader.file)
+                                 > parse_duration_seconds(size, key, reader.file))
+    if longer:
+        raise reader.error(f"{key}.slide", f"{slide} is longer than the window's size {size}")
+    column = reader.text(section, "column", default_column, key)
+    return WindowSpec(kind=kind, column=column, size=size, slide=slide, gap=gap)
+
+
+def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) -> GoldSpec:
+    key = f"gold.{name}"
+    section = reader.mapping({name: value}, name, "gold", _GOLD_KEYS, required=True)
+    source = reader.text(section, "input", prefix=key)
+    python = reader.python_step(section, "python", key)
+    mode = reader.choice(section, "mode", OutputMode, key)
+    if python is not None:
+        for unused in ("window", "group_by", "aggregates"):
+            if section.get(unused) is not None:
+                raise reader.error(f"{key}.{unused}", "a Python step computes the table itself; "
+                                   "declare its columns (and keys) instead")
+        declared = reader.mapping(section, "columns", key, required=True)
+        columns = tuple(Field(c, reader.sql_type(t, f"{key}.columns.{c}")) for c, t in declared.items())
+        keys = reader.names(section, "keys", key, ())
+        if mode is OutputMode.UPDATE and not keys:
+            raise reader.error(f"{key}.keys", "mode update MERGEs on keys: name the columns that "
+                               "identify a row of the step's output")
+        return GoldSpec(name=name, input=source, mode=mode, python=python, columns=columns, keys=keys,
+                        filter=reader.optional_text(section, "filter", key),
+                        watermark=reader.duration(section, "watermark", prefix=key)
+                        if section.get("watermark") else None,
+                        doc=reader.doc(section, key))
+    for derived in ("columns", "keys"):
+        if section.get(derived) is not None:
+            raise reader.error(f"{key}.{derived}", "derived from window, group_by and aggregates; "
+                               "declared only with a Python step")
+    # The window runs over the input's event time unless told otherwise.
+    event_time = next((s.event_time for s in silver if s.key == source and s.event_time), "")
+    window = _window(reader, reader.mapping(section, "window", key, _WINDOW_KEYS, required=True),
+                     f"{key}.window", event_time)
+    aggregates = []
+    for aggregate, entry in reader.entries(section, "aggregates", key).items():
+        entry_key = f"{key}.aggregates.{aggregate}"
+        spec = reader.mapping({aggregate: entry}, aggregate, f"{key}.aggregates", _AGGREGATE_KEYS,
+                              required=True)
+        default = spec.get("default")
+        if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
+            raise reader.error(f"{entry_key}.default", f"must be a number, got {default!r}")
+        aggregates.append(AggregateSpec(
+            name=aggregate, function=reader.choice(spec, "function", AggregateFunction, entry_key),
+            column=reader.optional_text(spec, "column", entry_key), default=default))
+    if not aggregates:
+        raise reader.error(f"{key}.aggregates", "required: at least one aggregate")
+    return GoldSpec(
+        name=name, input=source, mode=mode, window=window,
+        group_by=reader.names(section, "group_by", key, ()),
+        aggregates=tuple(aggregates),
+        filter=reader.optional_text(section, "filter", key),
+        watermark=reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None,
+        doc=reader.doc(section, key),
+    )
+

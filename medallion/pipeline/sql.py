@@ -1,0 +1,52 @@
+"""Column references of Spark SQL predicates and expressions, found with sqlglot (no Spark).
+
+A rule, a filter or a column expression is checked before Spark starts: it must parse as one
+Spark SQL expression, and every column it names must exist where it is evaluated.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+DIALECT = "spark"
+
+
+class SqlError(ValueError):
+    """The text is not one Spark SQL expression; the message says why."""
+
+
+def referenced_columns(text: str) -> tuple[str, ...]:
+    """The columns ``text`` names, in order of appearance, each once.
+
+    For ``a.b.c`` (a struct field) the column is ``a``. Lambda variables (``x -> x + 1``) are not
+    columns, and sqlglot already leaves them out.
+    """
+    try:
+        parsed = sqlglot.parse(text, dialect=DIALECT)
+    except ParseError as exc:
+        problem = exc.errors[0]["description"] if exc.errors else str(exc)
+        raise SqlError(f"{text!r} is not a Spark SQL expression: {problem}") from None
+    statements = [p for p in parsed if p is not None]
+    if len(statements) != 1:
+        raise SqlError(f"{text!r} must be one expression, not {len(statements)}")
+    tree = statements[0]
+    if isinstance(tree, (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Update,
+                         exp.Delete, exp.Merge)) or tree.find(exp.Query) is not None:
+        raise SqlError(f"{text!r} must be an expression over the row's columns, not a query")
+    names: dict[str, None] = {}
+    # sqlglot walks breadth-first; sorting by position keeps the text's order for messages.
+    columns = sorted(tree.find_all(exp.Column), key=lambda c: _position(c))
+    for column in columns:
+        parts = column.parts
+        names[parts[0].name if parts else column.name] = None
+    return tuple(names)
+
+
+def _position(node: exp.Expression) -> int:
+    meta = node.meta if hasattr(node, "meta") else {}
+    start = meta.get("start")
+    if start is None and isinstance(node, exp.Column) and node.parts:
+        start = node.parts[0].meta.get("start")
+    return int(start) if start is not None else 0

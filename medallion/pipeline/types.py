@@ -1,0 +1,223 @@
+"""Spark SQL type names, parsed without Spark: enough to tell timestamps, numbers and text apart.
+
+A declaration names column types as Spark's DDL does (``STRING``, ``DECIMAL(18,4)``,
+``ARRAY<STRING>``). :func:`parse_type` reads one into a :class:`SqlType`, whose ``str()`` is the
+canonical spelling (upper case, Spark's aliases resolved, no spaces inside ``DECIMAL(p,s)``), so
+two spellings of one type compare equal. Rules for aggregate result types follow Spark's own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_DECIMAL_PRECISION = 38
+
+# Spark's aliases, mapped to the name Spark itself prints.
+_ALIASES = {
+    "STRING": "STRING", "VARCHAR": "STRING", "CHAR": "STRING", "TEXT": "STRING",
+    "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN",
+    "TINYINT": "TINYINT", "BYTE": "TINYINT",
+    "SMALLINT": "SMALLINT", "SHORT": "SMALLINT",
+    "INT": "INT", "INTEGER": "INT",
+    "BIGINT": "BIGINT", "LONG": "BIGINT",
+    "FLOAT": "FLOAT", "REAL": "FLOAT",
+    "DOUBLE": "DOUBLE",
+    "DECIMAL": "DECIMAL", "DEC": "DECIMAL", "NUMERIC": "DECIMAL",
+    "DATE": "DATE",
+    "TIMESTAMP": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP", "TIMESTAMP_NTZ": "TIMESTAMP_NTZ",
+    "BINARY": "BINARY",
+    "VARIANT": "VARIANT",
+    "ARRAY": "ARRAY", "MAP": "MAP", "STRUCT": "STRUCT",
+}
+INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
+FRACTIONAL = frozenset({"FLOAT", "DOUBLE"})
+TIMESTAMPS = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ"})
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|`([^`]+)`|(\d+)|([<>(),:]))")
+
+
+class TypeNameError(ValueError):
+    """A type name Spark would not accept; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A Spark SQL type: a name, and its parameters (decimal digits, element and field types)."""
+
+    name: str
+    precision: int | None = None  # DECIMAL only
+    scale: int | None = None  # DECIMAL only
+    args: tuple[SqlType, ...] = ()  # ARRAY: element; MAP: key, value; STRUCT: field types
+    fields: tuple[str, ...] = ()  # STRUCT: field names, in order
+
+    def __str__(self) -> str:
+        if self.name == "DECIMAL":
+            return f"DECIMAL({self.precision},{self.scale})"
+        if self.name in ("ARRAY", "MAP"):
+            return f"{self.name}<{','.join(str(a) for a in self.args)}>"
+        if self.name == "STRUCT":
+            inner = ", ".join(f"{n}: {t}" for n, t in zip(self.fields, self.args, strict=True))
+            return f"STRUCT<{inner}>"
+        return self.name
+
+    @property
+    def is_timestamp(self) -> bool:
+        """An instant or local date-time (what ``window`` and ``session_window`` accept)."""
+        return self.name in TIMESTAMPS
+
+    @property
+    def is_numeric(self) -> bool:
+        """A number: integral, fractional or decimal."""
+        return self.name in INTEGRAL or self.name in FRACTIONAL or self.name == "DECIMAL"
+
+    @property
+    def is_decimal(self) -> bool:
+        """A fixed-point ``DECIMAL(p,s)``."""
+        return self.name == "DECIMAL"
+
+    @property
+    def is_string(self) -> bool:
+        """Text."""
+        return self.name == "STRING"
+
+    @property
+    def is_orderable(self) -> bool:
+        """A type ``min``/``max`` and ``ORDER BY`` accept (not a map, struct-free, not variant)."""
+        return self.name not in ("MAP", "VARIANT")
+
+
+STRING = SqlType("STRING")
+BIGINT = SqlType("BIGINT")
+INT = SqlType("INT")
+DOUBLE = SqlType("DOUBLE")
+TIMESTAMP = SqlType("TIMESTAMP")
+STRING_ARRAY = SqlType("ARRAY", args=(STRING,))
+
+
+def decimal(precision: int, scale: int) -> SqlType:
+    """``DECIMAL(precision, scale)`` bounded as Spark bounds it (precision and scale at most 38)."""
+    return SqlType("DECIMAL", min(precision, MAX_DECIMAL_PRECISION), min(scale, MAX_DECIMAL_PRECISION))
+
+
+def sum_type(of: SqlType) -> SqlType:
+    """What Spark's ``sum`` returns: DECIMAL(p+10, s) bounded, BIGINT, or DOUBLE."""
+    if of.is_decimal:
+        assert of.precision is not None and of.scale is not None
+        return decimal(of.precision + 10, of.scale)
+    return BIGINT if of.name in INTEGRAL else DOUBLE
+
+
+def avg_type(of: SqlType) -> SqlType:
+    """What Spark's ``avg`` returns: DECIMAL(p+4, s+4) bounded, or DOUBLE."""
+    if of.is_decimal:
+        assert of.precision is not None and of.scale is not None
+        return decimal(of.precision + 4, of.scale + 4)
+    return DOUBLE
+
+
+def parse_type(text: str) -> SqlType:
+    """The type ``text`` names, in Spark's DDL spelling; raises :class:`TypeNameError` if it is none."""
+    tokens: list[str] = []
+    position = 0
+    stripped = text.strip()
+    while position < len(stripped):
+        match = _TOKEN.match(stripped, position)
+        if not match or match.end() == position:
+            raise TypeNameError(f"{text!r} is not a Spark SQL type (unexpected {stripped[position:]!r})")
+        tokens.append(next(g for g in match.groups() if g is not None))
+        position = match.end()
+    parser = _Parser(tokens, text)
+    parsed = parser.type()
+    if parser.position != len(tokens):
+        raise TypeNameError(f"{text!r} is not a Spark SQL type (unexpected {tokens[parser.position]!r})")
+    return parsed
+
+
+class _Parser:
+    """Recursive descent over the tokens of one type name."""
+
+    def __init__(self, tokens: list[str], text: str) -> None:
+        self.tokens = tokens
+        self.text = text
+        self.position = 0
+
+    def _fail(self, problem: str) -> TypeNameError:
+        return TypeNameError(f"{self.text!r} is not a Spark SQL type ({problem})")
+
+    def _next(self) -> str:
+        if self.position >= len(self.tokens):
+            raise self._fail("it ends too early")
+        token = self.tokens[self.position]
+        self.position += 1
+        return token
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def _expect(self, token: str) -> None:
+        found = self._next()
+        if found != token:
+            raise self._fail(f"expected {token!r}, found {found!r}")
+
+    def _number(self) -> int:
+        token = self._next()
+        if not token.isdigit():
+            raise self._fail(f"expected a number, found {token!r}")
+        return int(token)
+
+    def type(self) -> SqlType:
+        word = self._next()
+        name = _ALIASES.get(word.upper())
+        if name is None:
+            known = ", ".join(sorted(set(_ALIASES.values())))
+            raise self._fail(f"unknown type {word!r}; known: {known}")
+        if name == "DECIMAL":
+            return self._decimal()
+        if name == "STRING" and word.upper() in ("VARCHAR", "CHAR"):
+            self._expect("(")  # Spark needs the length, and reads the value as a STRING
+            self._number()
+            self._expect(")")
+        if name == "ARRAY":
+            self._expect("<")
+            element = self.type()
+            self._expect(">")
+            return SqlType("ARRAY", args=(element,))
+        if name == "MAP":
+            self._expect("<")
+            key = self.type()
+            self._expect(",")
+            value = self.type()
+            self._expect(">")
+            return SqlType("MAP", args=(key, value))
+        if name == "STRUCT":
+            return self._struct()
+        return SqlType(name)
+
+    def _decimal(self) -> SqlType:
+        if self._peek() != "(":
+            return SqlType("DECIMAL", 10, 0)  # Spark's default
+        self._expect("(")
+        precision, scale = self._number(), 0
+        if self._peek() == ",":
+            self._expect(",")
+            scale = self._number()
+        self._expect(")")
+        if not 1 <= precision <= MAX_DECIMAL_PRECISION or scale > precision:
+            raise self._fail(f"DECIMAL({precision},{scale}) needs 1 <= precision <= 38 and "
+                             "scale <= precision")
+        return SqlType("DECIMAL", precision, scale)
+
+    def _struct(self) -> SqlType:
+        self._expect("<")
+        names: list[str] = []
+        types: list[SqlType] = []
+        while True:
+            names.append(self._next())
+            if self._peek() == ":":
+                self._expect(":")
+            types.append(self.type())
+            token = self._next()
+            if token == ">":
+                return SqlType("STRUCT", args=tuple(types), fields=tuple(names))
+            if token != ",":
+                raise self._fail(f"expected ',' or '>', found {token!r}")

@@ -1,0 +1,355 @@
+"""Checks of a loaded pipeline's meaning, all before Spark starts.
+
+:func:`validate` returns the graph and the derived tables of a pipeline, or raises
+:class:`~medallion.pipeline.errors.PipelineError` naming the key path and the file. It checks:
+
+* sources: alternatives name a source, one of each group is active, an alternative's bronze table
+  holds the columns of the one it replaces;
+* the graph: one writer per table, inputs that exist, no cycle (:mod:`medallion.pipeline.graph`);
+* dimensions: key, columns, ordering and filter over the source's bronze columns;
+* silver: raw fields (CSV and Parquet: the declared columns; JSON: any), types and formats, rules
+  and expressions over known columns (parsed with sqlglot), the deduplication key and event time
+  among the table's columns, enrichments matching their dimension, kept input columns;
+* gold: filter, grouping and aggregate columns among the input's, the window over a timestamp,
+  aggregates valid for their column's type, the output mode possible for the window;
+* Python steps (``module:function``): importable and callable, without being called;
+* comments and expectations: the columns they name exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import zoneinfo
+from collections.abc import Iterable, Mapping
+
+from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.graph import PipelineGraph, build_graph
+from medallion.pipeline.model import (
+    CORRUPT_RECORD,
+    INGESTED_AT,
+    ISO_8601_WITH_ZONE,
+    SOURCE_FILE,
+    AggregateFunction,
+    ColumnSpec,
+    GoldSpec,
+    OutputMode,
+    ParseMode,
+    PipelineSpec,
+    SilverSpec,
+    TableDecl,
+    TableDoc,
+    WindowKind,
+)
+from medallion.pipeline.sql import SqlError, referenced_columns
+from medallion.pipeline.types import SqlType
+
+_ZONE_OFFSET = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}:\d{2})$")
+_COLUMN_KWARGS = ("column", "column_A", "column_B")
+_NEEDS_COLUMN = {AggregateFunction.SUM, AggregateFunction.MIN, AggregateFunction.MAX, AggregateFunction.AVG,
+                 AggregateFunction.COUNT_DISTINCT, AggregateFunction.APPROX_COUNT_DISTINCT}
+_NUMERIC_ONLY = {AggregateFunction.SUM, AggregateFunction.AVG}
+
+
+class _Checker:
+    """Raises errors that name the key path and the file the key came from."""
+
+    def __init__(self, spec: PipelineSpec) -> None:
+        self.spec = spec
+
+    def fail(self, key: str, problem: str) -> PipelineError:
+        """The error for ``key``."""
+        return PipelineError(key, self.spec.source_of(key), problem)
+
+    def columns_exist(self, key: str, names: Iterable[str], available: Iterable[str], what: str) -> None:
+        """Every one of ``names`` is among ``available``."""
+        known = list(available)
+        for name in names:
+            if name not in known:
+                raise self.fail(key, f"unknown column {name!r} in {what} (columns: {', '.join(known)})")
+
+    def sql(self, key: str, text: str, available: Iterable[str] | None, what: str) -> tuple[str, ...]:
+        """The columns ``text`` names, each checked against ``available`` (None: any name)."""
+        try:
+            names = referenced_columns(text)
+        except SqlError as exc:
+            raise self.fail(key, str(exc)) from None
+        if available is not None:
+            self.columns_exist(key, names, available, what)
+        return names
+
+    def python_step(self, key: str, step: str) -> None:
+        """``module:function`` imports and names something callable (it is not called)."""
+        module_name, _, function = step.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # any failure of the import is the definition's problem to report
+            raise self.fail(key, f"cannot import {module_name!r} of {step}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        target = getattr(module, function, None)
+        if target is None:
+            raise self.fail(key, f"module {module_name!r} has no {function!r} ({step})")
+        if not callable(target):
+            raise self.fail(key, f"{step} is not callable (a DataFrame -> DataFrame function)")
+
+    def doc(self, key: str, doc: TableDoc, table: TableDecl) -> None:
+        """Column comments and expectation arguments name columns of the table."""
+        for column in doc.column_comments:
+            self.columns_exist(f"{key}.column_comments.{column}", [column], table.column_names,
+                               f"the comments of {table.key}")
+        for expectation in doc.expectations:
+            where = f"{key}.expectations.{expectation.name}.kwargs"
+            for argument in _COLUMN_KWARGS:
+                value = expectation.kwargs.get(argument)
+                if value is not None:
+                    self.columns_exist(f"{where}.{argument}", [str(value)], table.column_names,
+                                       f"expectation {expectation.name} of {table.key}")
+            listed = expectation.kwargs.get("column_list")
+            if isinstance(listed, list):
+                self.columns_exist(f"{where}.column_list", [str(c) for c in listed], table.column_names,
+                                   f"expectation {expectation.name} of {table.key}")
+
+
+def validate(spec: PipelineSpec) -> tuple[PipelineGraph, tuple[TableDecl, ...]]:
+    """Check ``spec`` completely; return its graph and its tables (as :meth:`PipelineSpec.tables`)."""
+    check = _Checker(spec)
+    _check_sources(check, spec)
+    graph = build_graph(spec)
+    _check_dimensions(check, spec)
+    known: dict[str, TableDecl] = {}
+    for table in spec.tables_of_sources():
+        known[table.key] = table
+    silver = {s.key: s for s in spec.silver}
+    gold = {g.key: g for g in spec.gold}
+    for key in graph.order:  # inputs are derived (and checked) before the tables built from them
+        if key in silver:
+            for table in _check_silver(check, spec, silver[key], known):
+                known[table.key] = table
+        elif key in gold:
+            for table in _check_gold(check, spec, gold[key], known):
+                known[table.key] = table
+    for source in spec.sources:
+        check.doc(f"sources.{source.name}.bronze", source.bronze.doc, known[source.bronze_key])
+    tables = spec.tables()
+    return graph, tables
+
+
+def _check_sources(check: _Checker, spec: PipelineSpec) -> None:
+    by_name = {s.name: s for s in spec.sources}
+    for source in spec.sources:
+        key = f"sources.{source.name}"
+        reserved = {SOURCE_FILE, INGESTED_AT, CORRUPT_RECORD}
+        for index, column in enumerate(source.header or tuple(f.name for f in source.schema)):
+            if column in reserved:
+                where = f"{key}.header.{index}" if source.header else f"{key}.schema.{column}"
+                raise check.fail(where, f"{column!r} is a column bronze adds itself")
+        if source.alternative_to is None:
+            continue
+        primary = by_name.get(source.alternative_to)
+        if primary is None or primary is source or primary.alternative_to is not None:
+            raise check.fail(f"{key}.alternative_to",
+                             f"{source.alternative_to!r} is not a source this one can replace "
+                             f"(sources that replace none: "
+                             f"{', '.join(s.name for s in spec.sources if not s.alternative_to)})")
+        theirs = {f.name: f.type for f in source.bronze_fields()}
+        for wanted in primary.bronze_fields():
+            if theirs.get(wanted.name) != wanted.type:
+                raise check.fail(f"{key}.bronze",
+                                 f"replaces {primary.name}, so {source.bronze_key} must hold "
+                                 f"{primary.bronze_key}'s column {wanted.ddl()}")
+    for primary in spec.sources:
+        if primary.alternative_to is not None:
+            continue
+        group = [primary, *(s for s in spec.sources if s.alternative_to == primary.name)]
+        active = [s for s in group if s.active]
+        if len(group) > 1 and len(active) != 1:
+            names = ", ".join(s.name for s in group)
+            raise check.fail(f"sources.{(active[-1] if active else group[0]).name}.active",
+                             f"exactly one of {names} must be active, not {len(active)}")
+
+
+def _check_dimensions(check: _Checker, spec: PipelineSpec) -> None:
+    sources = {s.name: s for s in spec.sources}
+    for dimension in spec.dimensions:
+        key = f"dimensions.{dimension.name}"
+        source = sources.get(dimension.source)
+        if source is None:
+            raise check.fail(f"{key}.source", f"no source {dimension.source!r} "
+                                              f"(sources: {', '.join(sources)})")
+        available = [f.name for f in source.bronze_fields()]
+        what = f"dimension {dimension.name} (columns of {source.bronze_key})"
+        check.columns_exist(f"{key}.key", dimension.key, available, what)
+        check.columns_exist(f"{key}.columns", dimension.columns, available, what)
+        check.columns_exist(f"{key}.latest_by", dimension.latest_by, available, what)
+        overlap = set(dimension.key) & set(dimension.columns)
+        if overlap:
+            raise check.fail(f"{key}.columns", f"{', '.join(sorted(overlap))} is already the key")
+        if dimension.where is not None:
+            check.sql(f"{key}.where", dimension.where, available, what)
+
+
+def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> list[str] | None:
+    """What a column may be taken from: None for JSON (any field may occur)."""
+    if silver.parse is ParseMode.JSON:
+        return None
+    bronze = next((s for s in spec.sources if s.bronze_key == silver.input), None)
+    fields = bronze.raw_fields if bronze is not None else None
+    if fields is not None:
+        return list(fields)
+    return [name for name in source.column_names if name not in silver.keep]
+
+
+def _check_column(check: _Checker, column: ColumnSpec, key: str, raw: list[str] | None) -> None:
+    if column.expr is not None:
+        check.sql(f"{key}.expr", column.expr, raw, "an expression over the raw record")
+    elif raw is not None:
+        check.columns_exist(f"{key}.source" if column.source else key, [column.field_name], raw,
+                            "the raw record")
+    elif not all(part.isidentifier() for part in column.field_name.split(".")):
+        raise check.fail(f"{key}.source", f"{column.field_name!r} is not a field path like a.b")
+    temporal = column.type.is_timestamp or column.type.name == "DATE"
+    if column.format is not None and not temporal:
+        raise check.fail(f"{key}.format", f"a format reads dates and timestamps, not {column.type}")
+    if column.zone is not None:
+        if not column.type.is_timestamp or column.format == ISO_8601_WITH_ZONE:
+            raise check.fail(f"{key}.zone", "a zone is for timestamp text that carries none "
+                                            f"(type {column.type}, format {column.format})")
+        if not _ZONE_OFFSET.match(column.zone):
+            try:
+                zoneinfo.ZoneInfo(column.zone)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                raise check.fail(f"{key}.zone", f"{column.zone!r} is not a time zone "
+                                                "(Region/City, UTC or +hh:mm)") from None
+    if column.trim and not column.type.is_string:
+        raise check.fail(f"{key}.trim", f"only text is trimmed, and {column.name} is {column.type}")
+
+
+def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
+                  known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
+    key = f"silver.{silver.name}"
+    source = known[silver.input]
+    if silver.parse is ParseMode.JSON and source.column_type(silver.raw_column) != SqlType("STRING"):
+        raise check.fail(f"{key}.raw_column", f"{silver.input} has no text column {silver.raw_column!r} "
+                                              f"(columns: {', '.join(source.column_names)})")
+    check.columns_exist(f"{key}.keep", silver.keep, source.column_names, f"the columns of {silver.input}")
+    raw = _raw_fields(spec, silver, source)
+    declared = [c.name for c in silver.columns]
+    for column in silver.columns:
+        column_key = f"{key}.columns.{column.name}"
+        if column.name in silver.keep:
+            raise check.fail(column_key, f"{column.name} is also kept from {silver.input}")
+        _check_column(check, column, column_key, raw)
+    # Rules run on the typed row, before enrichment: its columns and the kept ones.
+    checked = [*declared, *silver.keep]
+    for rule in silver.all_rules():
+        rule_key = (f"{key}.columns.{rule.column}.rules.{rule.name}" if rule.column
+                    else f"{key}.rules.{rule.name}")
+        check.sql(rule_key, rule.predicate, checked, f"rule {rule.name} of {silver.key}")
+    if not silver.dedup.key:
+        raise check.fail(f"{key}.dedup.key", "required: the column(s) that identify a row")
+    check.columns_exist(f"{key}.dedup.key", silver.dedup.key, checked,
+                        f"the deduplication key of {silver.key}")
+    check.columns_exist(f"{key}.dedup.order_by", silver.dedup.order_by, checked,
+                        f"the deduplication order of {silver.key}")
+    if silver.event_time is not None:
+        check.columns_exist(f"{key}.event_time", [silver.event_time], declared,
+                            f"the columns of {silver.key}")
+        event_type = next(c.type for c in silver.columns if c.name == silver.event_time)
+        if not event_type.is_timestamp:
+            raise check.fail(f"{key}.event_time", f"{silver.event_time} is {event_type}, not a TIMESTAMP")
+    elif silver.dedup.scope.value == "watermark":
+        raise check.fail(f"{key}.dedup.scope", "deduplication within the watermark needs an event_time")
+    names = set(checked)
+    for enrichment in silver.enrichments:
+        entry = f"{key}.enrich.{enrichment.dimension}"
+        dimension = spec.dimension(enrichment.dimension)
+        check.columns_exist(f"{entry}.join", [c for c, _ in enrichment.join], declared,
+                            f"the join of {silver.key}")
+        joined = [k for _, k in enrichment.join]
+        if sorted(joined) != sorted(dimension.key):
+            raise check.fail(f"{entry}.join", f"must pair a column with each key of dimension "
+                                            f"{dimension.name} ({', '.join(dimension.key)}), got "
+                                            f"{', '.join(joined)}")
+        check.columns_exist(f"{entry}.columns", enrichment.columns, dimension.columns,
+                            f"dimension {dimension.name}")
+        check.columns_exist(f"{entry}.defaults", enrichment.defaults, enrichment.columns,
+                            f"the columns taken from {dimension.name}")
+        for name in enrichment.columns:
+            if name in names:
+                raise check.fail(f"{entry}.columns", f"{name} is already a column of {silver.key}")
+            names.add(name)
+    if silver.python is not None:
+        check.python_step(f"{key}.python", silver.python)
+    table, quarantine = (t for t in spec.tables_of_silver(silver, known))
+    check.doc(key, silver.doc, table)
+    return table, quarantine
+
+
+def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
+                known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
+    key = f"gold.{gold.name}"
+    source = known[gold.input]
+    available = source.column_names
+    what = f"the columns of {gold.input}"
+    if gold.filter is not None:
+        check.sql(f"{key}.filter", gold.filter, available, f"the filter of {gold.key}")
+    if gold.python is not None:
+        check.python_step(f"{key}.python", gold.python)
+        check.columns_exist(f"{key}.keys", gold.keys, [f.name for f in gold.columns],
+                            f"the columns of {gold.key}")
+    else:
+        assert gold.window is not None
+        window = gold.window
+        if not window.column:
+            raise check.fail(f"{key}.window.column",
+                             f"{gold.input} declares no event_time: name the window's column")
+        check.columns_exist(f"{key}.window.column", [window.column], available, what)
+        window_type = source.column_type(window.column)
+        assert window_type is not None
+        if not window_type.is_timestamp:
+            raise check.fail(f"{key}.window.column",
+                             f"a window needs a TIMESTAMP column, and {window.column} is {window_type}")
+        if window.kind is WindowKind.SESSION and gold.mode is OutputMode.UPDATE:
+            raise check.fail(f"{key}.mode", "Spark keeps session windows in append mode only: "
+                                            "closed sessions are appended")
+        check.columns_exist(f"{key}.group_by", gold.group_by, available, what)
+        taken = set(window.bounds)
+        for group in gold.group_by:
+            if group in taken:
+                raise check.fail(f"{key}.group_by", f"{group} is a name of the window's bounds")
+            taken.add(group)
+        for aggregate in gold.aggregates:
+            _check_aggregate(check, f"{key}.aggregates.{aggregate.name}", gold, aggregate.name, source,
+                             taken)
+            taken.add(aggregate.name)
+    tables = tuple(t for t in spec.tables_of_gold(gold, known))
+    check.doc(key, gold.doc, tables[0])
+    return tables
+
+
+def _check_aggregate(check: _Checker, key: str, gold: GoldSpec, name: str, source: TableDecl,
+                     taken: set[str]) -> None:
+    aggregate = next(a for a in gold.aggregates if a.name == name)
+    if name in taken:
+        raise check.fail(key, f"{name} is already a column of {gold.key}")
+    function = aggregate.function
+    if aggregate.column is None:
+        if function in _NEEDS_COLUMN:
+            raise check.fail(f"{key}.column", f"{function.value} needs a column")
+        input_type = None
+    else:
+        check.columns_exist(f"{key}.column", [aggregate.column], source.column_names,
+                            f"aggregate {name} (columns of {gold.input})")
+        input_type = source.column_type(aggregate.column)
+        assert input_type is not None
+        if function in _NUMERIC_ONLY and not input_type.is_numeric:
+            raise check.fail(f"{key}.column", f"{function.value} needs a number, and {aggregate.column} "
+                                              f"is {input_type}")
+        if not input_type.is_orderable and function in (AggregateFunction.MIN, AggregateFunction.MAX):
+            raise check.fail(f"{key}.column", f"{function.value} cannot order {input_type}")
+    if aggregate.default is not None:
+        result = aggregate.result_type(input_type)
+        if function not in (AggregateFunction.SUM, AggregateFunction.MIN, AggregateFunction.MAX,
+                            AggregateFunction.AVG) or not result.is_numeric:
+            raise check.fail(f"{key}.default", f"{function.value} of {aggregate.column or '*'} is never "
+                                               "null, or not a number: a numeric default does not apply")

@@ -1,0 +1,265 @@
+"""The declaration model: events.yaml derives today's tables, a second shape loads, types and graph.
+
+No JVM: nothing here starts Spark. Expected schemas are written out by hand (today's TableSpecs in
+medallion/tables.py), never computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from medallion.pipeline.cli import main
+from medallion.pipeline.graph import FlowKind, InputRole
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.model import OutputMode, PipelineSpec, TableRole
+from medallion.pipeline.render import render_graph
+from medallion.pipeline.types import TypeNameError, parse_type
+from medallion.pipeline.validate import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+FIXTURES = Path(__file__).resolve().parent / "pipeline_fixtures"
+
+# Today's tables of the events pipeline (medallion/tables.py), by hand.
+EVENTS_TABLES = {
+    "bronze/events": "raw STRING, source_file STRING, ingested_at TIMESTAMP",
+    "bronze/events_kafka": "raw STRING, key STRING, topic STRING, partition INT, offset BIGINT, "
+                           "kafka_timestamp TIMESTAMP, source_file STRING, ingested_at TIMESTAMP",
+    "bronze/customers": "customer_id STRING, customer_name STRING, segment STRING, _corrupt_record STRING, "
+                        "source_file STRING, ingested_at TIMESTAMP",
+    "silver/events": "event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, "
+                     "amount DECIMAL(18,4), customer_name STRING, segment STRING, source_file STRING, "
+                     "ingested_at TIMESTAMP",
+    "silver/events_quarantine": "raw STRING, event_id STRING, reasons ARRAY<STRING>, source_file STRING, "
+                                "ingested_at TIMESTAMP",
+    "gold/event_counts_5m": "window_start TIMESTAMP, window_end TIMESTAMP, event_type STRING, "
+                            "event_count BIGINT, total_amount DECIMAL(28,4)",
+    "gold/user_activity_sliding": "window_start TIMESTAMP, window_end TIMESTAMP, user_id STRING, "
+                                  "event_count BIGINT",
+    "gold/user_sessions": "user_id STRING, session_start TIMESTAMP, session_end TIMESTAMP, "
+                          "event_count BIGINT, total_amount DECIMAL(28,4)",
+    "gold/segment_revenue_1h": "window_start TIMESTAMP, window_end TIMESTAMP, segment STRING, "
+                               "purchase_count BIGINT, revenue DECIMAL(28,4)",
+}
+
+
+def _columns(ddl: str) -> list[tuple[str, str]]:
+    """``name TYPE, ...`` as pairs; types hold no top-level comma in these schemas."""
+    pairs = []
+    protected = ddl.replace("DECIMAL(18,4)", "DECIMAL(18;4)").replace("DECIMAL(28,4)", "DECIMAL(28;4)")
+    for part in protected.split(","):
+        name, _, kind = part.strip().partition(" ")
+        pairs.append((name, kind.replace(";", ",")))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def events() -> PipelineSpec:
+    (spec,) = load_pipelines(CONF, "local")
+    return spec
+
+
+@pytest.fixture(scope="module")
+def orders() -> PipelineSpec:
+    (spec,) = load_pipelines(FIXTURES, "local")
+    return spec
+
+
+def test_events_derives_todays_tables(events: PipelineSpec) -> None:
+    _, tables = validate(events)
+    derived = {t.key: [(f.name, str(f.type)) for f in t.fields] for t in tables}
+    assert derived == {key: _columns(ddl) for key, ddl in EVENTS_TABLES.items()}
+    assert [t.key for t in tables] == list(EVENTS_TABLES)
+
+
+def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
+    tables = {t.key: t for t in events.tables()}
+    assert {k: (t.mode, t.merge_keys) for k, t in tables.items() if k.startswith("gold/")} == {
+        "gold/event_counts_5m": (OutputMode.UPDATE, ("window_start", "window_end", "event_type")),
+        "gold/user_activity_sliding": (OutputMode.UPDATE, ("window_start", "window_end", "user_id")),
+        "gold/user_sessions": (OutputMode.APPEND, ()),
+        "gold/segment_revenue_1h": (OutputMode.UPDATE, ("window_start", "window_end", "segment")),
+    }
+    # The columns `medallion status` reads freshness from (medallion/status.py today).
+    assert {k: t.time_column for k, t in tables.items()} == {
+        "bronze/events": "ingested_at", "bronze/events_kafka": "ingested_at",
+        "bronze/customers": "ingested_at", "silver/events": "timestamp",
+        "silver/events_quarantine": "ingested_at", "gold/event_counts_5m": "window_end",
+        "gold/user_activity_sliding": "window_end", "gold/user_sessions": "session_end",
+        "gold/segment_revenue_1h": "window_end",
+    }
+    assert tables["silver/events"].quarantine == "silver/events_quarantine"
+    assert tables["silver/events_quarantine"].role is TableRole.QUARANTINE
+    silver = tables["silver/events"]
+    assert silver.path("s3a://lake/house/") == "s3a://lake/house/silver/events"
+    assert silver.checkpoint("/data/lh") == "/data/lh/_checkpoints/silver/events"
+    assert silver.qualified_name == "silver.events"
+
+
+def test_events_quarantine_reasons_are_todays(events: PipelineSpec) -> None:
+    assert events.silver[0].reasons() == (
+        "invalid_json", "not_an_object", "missing_event_id", "invalid_event_id", "missing_user_id",
+        "invalid_user_id", "missing_event_type", "invalid_event_type", "missing_timestamp",
+        "invalid_timestamp", "invalid_amount", "negative_amount")
+
+
+def test_events_declares_todays_windows_dedup_and_enrichment(events: PipelineSpec) -> None:
+    gold = {g.name: g for g in events.gold}
+    assert [(g.window.kind.value, g.window.size, g.window.slide, g.window.gap, g.window.column)
+            for g in gold.values() if g.window] == [
+        ("tumbling", "5 minutes", None, None, "timestamp"),
+        ("sliding", "10 minutes", "5 minutes", None, "timestamp"),
+        ("session", None, None, "5 minutes", "timestamp"),
+        ("tumbling", "1 hour", None, None, "timestamp"),
+    ]
+    assert gold["segment_revenue_1h"].filter == "event_type = 'purchase'"
+    assert [(a.name, a.describe()) for a in gold["event_counts_5m"].aggregates] == [
+        ("event_count", "count(*)"), ("total_amount", "coalesce(sum(amount), 0)")]
+    assert {events.watermark_of(g) for g in gold.values()} == {"10 minutes"}
+    silver = events.silver[0]
+    assert silver.dedup.key == ("event_id",)
+    assert silver.dedup.order_by == ("ingested_at", "source_file", "timestamp")
+    (enrichment,) = silver.enrichments
+    assert (enrichment.join, enrichment.columns, dict(enrichment.defaults)) == (
+        (("user_id", "customer_id"),), ("customer_name", "segment"), {"segment": "unknown"})
+    customers = events.dimension("customers")
+    assert (customers.key, customers.where, customers.trim) == (
+        ("customer_id",), "_corrupt_record IS NULL", True)
+
+
+def test_events_expectations_and_comments_match_base_yaml(events: PipelineSpec) -> None:
+    base = yaml.safe_load((CONF / "base.yaml").read_text(encoding="utf-8"))
+    declared = {t.key: t.doc for t in events.tables()}
+    for table, entries in base["quality"]["tables"].items():
+        assert {e.name: {"expectation": e.expectation, "kwargs": dict(e.kwargs),
+                         "severity": e.severity.value}
+                for e in declared[table].expectations} == entries
+    for name, doc in base["catalog"]["tables"].items():
+        table = declared[name.replace(".", "/")]
+        assert dict(table.column_comments) == doc["columns"]
+        if "comment" in doc:
+            assert table.comment == doc["comment"]
+
+
+def test_kafka_alternative_stands_in_for_bronze_events(events: PipelineSpec) -> None:
+    graph, _ = validate(events)
+    (silver_input, customers) = graph.writer_of("silver/events").inputs
+    assert (silver_input.table, silver_input.alternatives, silver_input.role) == (
+        "bronze/events", ("bronze/events_kafka",), InputRole.STREAM)
+    assert (customers.table, customers.role, customers.via) == (
+        "bronze/customers", InputRole.LOOKUP, "customers")
+    assert {f.name: f.active for f in graph.flows if f.kind is FlowKind.INGEST} == {
+        "ingest:events": True, "ingest:events_kafka": False, "ingest:customers": True}
+
+
+def test_second_shape_loads_and_derives_its_tables(orders: PipelineSpec) -> None:
+    _, tables = validate(orders)
+    derived = {t.key: t.schema_ddl for t in tables}
+    assert derived == {
+        "bronze/orders": "order_id STRING, line_no STRING, store_id STRING, sku STRING, quantity STRING, "
+                         "unit_price STRING, order_date STRING, order_time STRING, _corrupt_record STRING, "
+                         "source_file STRING, ingested_at TIMESTAMP",
+        "bronze/products": "sku STRING, product_name STRING, category STRING, _corrupt_record STRING, "
+                           "source_file STRING, ingested_at TIMESTAMP",
+        "bronze/stores": "store_id STRING, city STRING, opened DATE, source_file STRING, "
+                         "ingested_at TIMESTAMP",
+        "silver/order_lines": "order_id STRING, line_no INT, store_id STRING, sku STRING, quantity INT, "
+                              "unit_price DECIMAL(10,2), ordered_at TIMESTAMP, product_name STRING, "
+                              "category STRING, city STRING, source_file STRING, ingested_at TIMESTAMP",
+        "silver/order_lines_quarantine": "order_id STRING, line_no STRING, store_id STRING, sku STRING, "
+                                         "quantity STRING, unit_price STRING, order_date STRING, "
+                                         "order_time STRING, _corrupt_record STRING, reasons ARRAY<STRING>, "
+                                         "source_file STRING, ingested_at TIMESTAMP",
+        "gold/category_revenue_sliding": "window_start TIMESTAMP, window_end TIMESTAMP, category STRING, "
+                                         "lines BIGINT, units BIGINT, revenue DECIMAL(20,2), "
+                                         "avg_price DECIMAL(14,6), max_price DECIMAL(10,2), stores BIGINT",
+        "gold/store_visits": "store_id STRING, city STRING, session_start TIMESTAMP, session_end TIMESTAMP, "
+                             "orders BIGINT, first_order TIMESTAMP",
+        "gold/store_visits_quarantine": "store_id STRING, city STRING, session_start TIMESTAMP, "
+                                        "session_end TIMESTAMP, orders BIGINT, first_order TIMESTAMP, "
+                                        "reasons ARRAY<STRING>, quarantined_at TIMESTAMP",
+    }
+    silver = orders.silver[0]
+    assert silver.dedup.key == ("order_id", "line_no")
+    assert silver.columns[-1].expr == "concat(order_date, ' ', order_time)"
+    assert orders.source("orders").options == {"sep": ";"}
+    assert [d.name for d in orders.dimensions] == ["products", "stores"]
+    assert orders.table("gold/category_revenue_sliding").merge_keys == (
+        "window_start", "window_end", "category")
+    assert orders.watermark_of(orders.gold[0]) == "20 minutes"  # silver's, over the pipeline's 30
+
+
+def test_topological_order_puts_inputs_first(events: PipelineSpec, orders: PipelineSpec) -> None:
+    graph, _ = validate(events)
+    order = list(graph.order)
+    for source, target, _ in graph.edges():
+        assert order.index(source) < order.index(target)
+    assert order[:3] == ["bronze/events", "bronze/events_kafka", "bronze/customers"]
+    assert order[3:5] == ["silver/events", "silver/events_quarantine"]
+    assert graph.upstream("gold/user_sessions") == (
+        "bronze/events", "bronze/events_kafka", "bronze/customers", "silver/events")
+    orders_graph, _ = validate(orders)
+    assert orders_graph.order == (
+        "bronze/orders", "bronze/products", "bronze/stores", "silver/order_lines",
+        "silver/order_lines_quarantine", "gold/category_revenue_sliding", "gold/store_visits",
+        "gold/store_visits_quarantine")
+
+
+def test_rendering_lists_tables_flows_and_edges(events: PipelineSpec) -> None:
+    graph, tables = validate(events)
+    text = render_graph(events, graph, tables)
+    for expected in (
+        "bronze/events  <- ingest:events: ingest json_lines from landing events/*.json",
+        "silver/events  <- cleanse:events: cleanse bronze/events | bronze/events_kafka, "
+        "lookup customers (bronze/customers)",
+        "silver/events_quarantine  <- cleanse:events (rejected rows of silver/events)",
+        "window session gap 5 minutes on timestamp by user_id, watermark 10 minutes",
+        "mode update, MERGE on window_start, window_end, segment",
+        "  bronze/customers -> silver/events (lookup)",
+        "  silver/events -> gold/segment_revenue_1h (stream)",
+    ):
+        assert expected in text
+
+
+def test_cli_prints_the_graph_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--conf-dir", str(CONF), "--env", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "pipeline events" in out and "gold/user_sessions" in out and "1 pipeline(s) valid" in out
+
+
+def test_cli_names_key_and_file_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "bad.yaml").write_text("sources: {x: {format: xml}}\n", encoding="utf-8")
+    assert main(["--conf-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    bad = tmp_path / "pipelines" / "bad.yaml"
+    assert f"invalid pipeline definition: sources.x.format (from {bad})" in err
+
+
+def test_the_package_imports_no_spark() -> None:
+    code = ("import sys, medallion.pipeline.cli, medallion.pipeline.validate; "
+            "sys.exit('pyspark' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
+
+
+@pytest.mark.parametrize(("text", "canonical"), [
+    ("string", "STRING"), ("Long", "BIGINT"), ("INTEGER", "INT"), ("decimal", "DECIMAL(10,0)"),
+    ("NUMERIC(18, 4)", "DECIMAL(18,4)"), ("array<string>", "ARRAY<STRING>"),
+    ("MAP<STRING, BIGINT>", "MAP<STRING,BIGINT>"),
+    ("struct<a: int, b string>", "STRUCT<a: INT, b: STRING>"),
+    ("timestamp_ltz", "TIMESTAMP"), ("VARCHAR(20)", "STRING"),
+])
+def test_type_names_are_read_as_spark_reads_them(text: str, canonical: str) -> None:
+    assert str(parse_type(text)) == canonical
+
+
+@pytest.mark.parametrize("text", ["DECIMEL(18,4)", "DECIMAL(39,2)", "DECIMAL(4,6)", "ARRAY<STRING",
+                                  "INT INT"])
+def test_bad_type_names_are_refused(text: str) -> None:
+    with pytest.raises(TypeNameError):
+        parse_type(text)

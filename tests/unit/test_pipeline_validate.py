@@ -1,0 +1,281 @@
+"""Bad pipeline definitions fail before Spark starts, naming the key path and the file (no JVM)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.model import PipelineSpec
+from medallion.pipeline.validate import validate
+
+EVENTS = Path(__file__).resolve().parents[2] / "conf" / "pipelines" / "events.yaml"
+Tree = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def events_tree() -> Tree:
+    tree: Tree = yaml.safe_load(EVENTS.read_text(encoding="utf-8"))
+    return tree
+
+
+def _write(folder: Path, name: str, tree: Tree) -> Path:
+    (folder / "pipelines").mkdir(exist_ok=True)
+    path = folder / "pipelines" / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _load(folder: Path, env: str = "local") -> PipelineSpec:
+    (spec,) = load_pipelines(folder, env)
+    validate(spec)
+    return spec
+
+
+def _fails(tmp_path: Path, events_tree: Tree, change: Callable[[Tree], None]) -> PipelineError:
+    tree = copy.deepcopy(events_tree)
+    change(tree)
+    _write(tmp_path, "events", tree)
+    with pytest.raises(PipelineError) as caught:
+        _load(tmp_path)
+    return caught.value
+
+
+def _file(folder: Path) -> Path:
+    return folder / "pipelines" / "events.yaml"
+
+
+def _names(error: PipelineError, key: str, file: Path) -> None:
+    message = str(error)
+    assert message.startswith(f"invalid pipeline definition: {key} (from {file}): "), message
+    assert (error.key, error.source) == (key, str(file))
+
+
+def test_unknown_column_in_a_rule(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["columns"]["amount"]["rules"]["negative_amount"] = "amont >= 0"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.columns.amount.rules.negative_amount", _file(tmp_path))
+    assert "unknown column 'amont'" in str(error)
+
+
+def test_unknown_column_in_a_table_rule_and_a_filter(tmp_path: Path, events_tree: Tree) -> None:
+    def rule(tree: Tree) -> None:
+        tree["silver"]["events"]["rules"] = {"late": "timestamp > ingested_at + INTERVAL 1 DAY OR x"}
+
+    _names(_fails(tmp_path, events_tree, rule), "silver.events.rules.late", _file(tmp_path))
+
+    def gold_filter(tree: Tree) -> None:
+        tree["gold"]["segment_revenue_1h"]["filter"] = "kind = 'purchase'"
+
+    error = _fails(tmp_path, events_tree, gold_filter)
+    _names(error, "gold.segment_revenue_1h.filter", _file(tmp_path))
+
+
+def test_a_rule_that_is_not_sql(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["columns"]["amount"]["rules"]["negative_amount"] = "amount >="
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.columns.amount.rules.negative_amount", _file(tmp_path))
+    assert "not a Spark SQL expression" in str(error)
+
+
+def test_unknown_column_in_an_aggregate(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["gold"]["event_counts_5m"]["aggregates"]["total_amount"]["column"] = "amt"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.event_counts_5m.aggregates.total_amount.column", _file(tmp_path))
+    assert "unknown column 'amt'" in str(error)
+
+
+def test_sum_of_text_is_refused(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["gold"]["event_counts_5m"]["aggregates"]["total_amount"]["column"] = "event_type"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.event_counts_5m.aggregates.total_amount.column", _file(tmp_path))
+    assert "sum needs a number" in str(error)
+
+
+def test_window_over_a_non_timestamp_column(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["gold"]["user_activity_sliding"]["window"]["column"] = "amount"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.user_activity_sliding.window.column", _file(tmp_path))
+    assert "amount is DECIMAL(18,4)" in str(error)
+
+
+def test_session_windows_cannot_be_updated_in_place(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["gold"]["user_sessions"]["mode"] = "update"
+
+    _names(_fails(tmp_path, events_tree, change), "gold.user_sessions.mode", _file(tmp_path))
+
+
+def test_missing_dedup_key_column(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["dedup"]["key"] = ["event_id", "id"]
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.dedup.key", _file(tmp_path))
+    assert "unknown column 'id'" in str(error)
+
+
+def test_missing_dedup_declaration(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        del tree["silver"]["events"]["dedup"]
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.dedup", _file(tmp_path))
+
+
+def test_a_cycle(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        window = {"kind": "tumbling", "size": "1 hour", "column": "window_end"}
+        count = {"n": {"function": "count"}}
+        tree["gold"]["loop_a"] = {"input": "gold/loop_b", "window": window, "aggregates": count,
+                                  "mode": "update"}
+        tree["gold"]["loop_b"] = {"input": "gold/loop_a", "window": window, "aggregates": count,
+                                  "mode": "update"}
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.loop_b.input", _file(tmp_path))
+    assert "a cycle: gold/loop_a <- gold/loop_b <- gold/loop_a" in str(error)
+
+
+def test_two_flows_writing_one_table(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["sources"]["events_again"] = {"format": "json_lines", "path": "events2",
+                                           "bronze": {"table": "events"}}
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "sources.events_again.bronze.table", _file(tmp_path))
+    assert "bronze/events is already written by ingest:events" in str(error)
+
+
+def test_a_silver_table_named_like_a_quarantine_has_two_writers(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events_quarantine"] = copy.deepcopy(tree["silver"]["events"])
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events_quarantine", _file(tmp_path))
+
+
+def test_python_step_that_cannot_be_imported(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["python"] = "medallion_no_such_module.steps:clean"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.python", _file(tmp_path))
+    assert "cannot import 'medallion_no_such_module.steps'" in str(error)
+
+
+def test_python_step_that_is_not_callable(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        gold = tree["gold"]["user_sessions"]
+        for derived in ("window", "group_by", "aggregates"):
+            del gold[derived]
+        gold.update(python="tests.unit.pipeline_steps:NOT_CALLABLE",
+                    columns={"user_id": "STRING", "event_count": "BIGINT"})
+        del gold["expectations"], gold["column_comments"]
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.user_sessions.python", _file(tmp_path))
+
+
+def test_unknown_key(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["dedupe"] = tree["silver"]["events"]["dedup"]
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.dedupe", _file(tmp_path))
+    assert "unknown key" in str(error)
+
+
+def test_bad_type_name(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["columns"]["amount"]["type"] = "DECIMEL(18,4)"
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.columns.amount.type", _file(tmp_path))
+    assert "unknown type 'DECIMEL'" in str(error)
+
+
+def test_unknown_column_in_comments_and_expectations(tmp_path: Path, events_tree: Tree) -> None:
+    def comment(tree: Tree) -> None:
+        tree["gold"]["user_sessions"]["column_comments"]["window_start"] = "no such column in a session"
+
+    _names(_fails(tmp_path, events_tree, comment), "gold.user_sessions.column_comments.window_start",
+           _file(tmp_path))
+
+    def expectation(tree: Tree) -> None:
+        tree["silver"]["events"]["expectations"]["event_id_unique"]["kwargs"]["column"] = "id"
+
+    _names(_fails(tmp_path, events_tree, expectation),
+           "silver.events.expectations.event_id_unique.kwargs.column",
+           _file(tmp_path))
+
+
+def test_enrichment_must_match_its_dimension(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["enrich"]["customers"]["columns"] = ["customer_name", "tier"]
+
+    _names(_fails(tmp_path, events_tree, change), "silver.events.enrich.customers.columns",
+           _file(tmp_path))
+
+
+def test_csv_columns_must_come_from_the_header(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["silver"]["clients"] = {
+            "input": "bronze/customers", "parse": "columns",
+            "columns": {"customer_id": "STRING", "tier": "STRING"},
+            "dedup": {"key": "customer_id"},
+        }
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.clients.columns.tier", _file(tmp_path))
+    assert "unknown column 'tier' in the raw record" in str(error)
+
+
+def test_exactly_one_alternative_is_active(tmp_path: Path, events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["sources"]["events_kafka"]["active"] = True
+
+    _names(_fails(tmp_path, events_tree, change), "sources.events_kafka.active",
+           _file(tmp_path))
+
+
+def test_overlay_changes_what_differs_and_errors_name_it(tmp_path: Path, events_tree: Tree) -> None:
+    _write(tmp_path, "events", events_tree)
+    overlay = tmp_path / "pipelines" / "events.prod.yaml"
+    overlay.write_text("sources:\n  events: {active: false}\n"
+                       "  events_kafka: {active: true, topics: [prod.events]}\n"
+                       "watermark: 30 minutes\n", encoding="utf-8")
+    prod = _load(tmp_path, "prod")
+    assert (prod.watermark, prod.source("events_kafka").topics) == ("30 minutes", ("prod.events",))
+    assert [s.active for s in prod.sources] == [False, True, True]
+    assert _load(tmp_path, "local").watermark == "10 minutes"  # other environments: base only
+    overlay.write_text("gold:\n  event_counts_5m:\n    window: {size: 5 minuts}\n", encoding="utf-8")
+    with pytest.raises(PipelineError) as caught:
+        _load(tmp_path, "prod")
+    _names(caught.value, "gold.event_counts_5m.window.size", overlay)
+    assert prod.source_of("sources.events.format") == str(_file(tmp_path))
+
+
+def test_overlay_without_its_pipeline(tmp_path: Path) -> None:
+    (tmp_path / "pipelines").mkdir()
+    orphan = tmp_path / "pipelines" / "orders.prod.yaml"
+    orphan.write_text("watermark: 1 hour\n", encoding="utf-8")
+    with pytest.raises(PipelineError) as caught:
+        load_pipelines(tmp_path, "prod")
+    _names(caught.value, "<file>", orphan)
