@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -36,6 +36,12 @@ run: setup ## generate sample data, run bronze -> silver -> gold, show the gold 
 
 test: setup s3proxy chromium ## run the test suite (unit, integration, reliability, operations)
 	$(BIN)/pytest -q
+
+SOAK_SEEDS ?= 1,2,3,4,5,6,7
+SOAK_KILLS ?= 4
+soak: setup ## SIGKILL runs at random instants: 2 x SOAK_KILLS kills per seed over SOAK_SEEDS (56 by default)
+	MEDALLION_SOAK_SEEDS=$(SOAK_SEEDS) MEDALLION_SOAK_KILLS=$(SOAK_KILLS) \
+		$(BIN)/pytest -q -s -p no:cacheprovider tests/reliability/test_kill_anywhere.py
 
 test-unit: setup ## run the unit tests only
 	$(BIN)/pytest -q tests/unit

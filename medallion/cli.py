@@ -23,8 +23,8 @@ def _common(parser: argparse.ArgumentParser, default: object) -> None:
                         help="landing zone (overrides configuration and $MEDALLION_LANDING)")
     parser.add_argument("--lakehouse", default=default,
                         help="lakehouse root (overrides configuration and $MEDALLION_LAKEHOUSE)")
-    parser.add_argument("-v", "--verbose", action="store_true", default=default or False,
-                        help="log at DEBUG level")
+    parser.add_argument("-v", "--verbose", action="count", default=default or 0,
+                        help="log what each step does (-vv: debugging detail, JVM warnings)")
 
 
 def _wait_option(parser: argparse.ArgumentParser) -> None:
@@ -487,13 +487,17 @@ COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql
             "backfill": _backfill, "report": _report}
 
 
-def configure_logging(verbose: bool) -> None:
-    """Log lines to stderr, once, in the entry point; every line redacted of secrets."""
+def configure_logging(verbose: int) -> None:
+    """Log lines to stderr, once, in the entry point; every line redacted of secrets.
+
+    A command prints what its user needs (a run: the summary table) and warnings; ``-v`` adds
+    what each step does and every micro-batch's progress line, ``-vv`` debugging detail.
+    """
     from medallion.redact import install_log_redaction
 
     install_log_redaction()
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=(logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -519,6 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
+        if args.verbose < 2 and settings.spark.log_level in ("WARN", "INFO", "DEBUG", "TRACE", "ALL"):
+            # the JVM's warnings are for -vv; a failure is still reported, with its cause
+            settings = replace(settings, spark=replace(settings.spark, log_level="ERROR"))
         if args.command in ("run", "backfill"):  # both run the gates
             from medallion.quality.spec import check_expectations
 

@@ -78,7 +78,7 @@ def hold(path: str | Path, what: str, wait_seconds: float = DEFAULT_WAIT_SECONDS
                 f"{what} is in use by {holder}; this command did not start"
                 + (f" ({advice})" if advice else ""))
         if not waited:
-            log.info("waiting up to %.0f s for %s (held by %s)", wait_seconds, what,
+            log.warning("waiting up to %.0f s for %s (held by %s)", wait_seconds, what,
                      _holder(lock_path))
             waited = True
         time.sleep(0.5)

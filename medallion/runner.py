@@ -70,8 +70,11 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
         for each in layers_of(layer):
             log.info("running %s with trigger %s", each.value, trigger)
             try:
-                runs += await_all(STARTERS[each](spark, settings, trigger), collector)
-                if collector is not None:
+                layer_runs = await_all(STARTERS[each](spark, settings, trigger), collector)
+                runs += layer_runs
+                if collector is not None and any(run.batches for run in layer_runs):
+                    # the record of committed batches survives a kill in a later layer; a layer
+                    # that found nothing new leaves its outcome rows to the run's final write
                     _write_monitoring(collector)
             except JobError:
                 raise

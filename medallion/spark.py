@@ -6,6 +6,7 @@ zone and the JVM packages are the same everywhere. Library code receives ``spark
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -75,6 +76,47 @@ def resolution_conf() -> dict[str, str]:
     if ivy_home:
         conf["spark.jars.ivy"] = str(Path(ivy_home).expanduser().resolve())
     return conf
+
+
+def ivy_home() -> Path:
+    """Where Ivy keeps what it fetched (Spark's default when ``MEDALLION_IVY_HOME`` is unset)."""
+    configured = os.environ.get(IVY_HOME_ENV)
+    return Path(configured).expanduser().resolve() if configured else Path.home() / ".ivy2.5.2"
+
+
+def _jars_manifest(packages: list[str]) -> Path:
+    digest = hashlib.sha256(",".join(packages).encode()).hexdigest()[:16]
+    return ivy_home() / "medallion" / f"jars-{digest}.txt"
+
+
+def resolved_jars(packages: list[str]) -> list[str] | None:
+    """The local jars ``packages`` resolved to at an earlier session start, if all still exist.
+
+    Handing these to Spark as ``spark.jars`` spares every later start Ivy's resolution (seconds
+    of start-up, and its report on the console); a missing file means resolving again.
+    """
+    manifest = _jars_manifest(packages)
+    try:
+        jars = manifest.read_text(encoding="utf-8").split()
+    except OSError:
+        return None
+    return jars if jars and all(Path(jar).is_file() for jar in jars) else None
+
+
+def remember_jars(packages: list[str], spark: SparkSession) -> None:
+    """Record the local jars Ivy resolved ``packages`` to, for :func:`resolved_jars`."""
+    jars = [j.removeprefix("file://").removeprefix("file:")
+            for j in (spark.sparkContext.getConf().get("spark.jars") or "").split(",") if j]
+    if not jars:
+        return
+    manifest = _jars_manifest(packages)
+    try:
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        partial = manifest.with_name(f".{manifest.name}.{os.getpid()}")
+        partial.write_text("\n".join(jars) + "\n", encoding="utf-8")
+        os.replace(partial, manifest)  # a reader never sees half a list
+    except OSError as exc:  # a read-only home: resolve at every start, as before
+        log.debug("could not record the resolved jars in %s: %s", manifest, exc)
 
 
 def jvm_packages(settings: Settings, extra: tuple[str, ...] = ()) -> list[str]:
@@ -167,14 +209,32 @@ def submitted_conf() -> SparkConf:
     return SparkConf()
 
 
+def _launch_jvm(builder: SparkSession.Builder) -> None:
+    """Start the driver's JVM the way PySpark would, but with its standard output on stderr.
+
+    A command's standard output is its result (``medallion sql --format json``, a CSV export):
+    the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it.
+    """
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(list(builder._options.items()))  # what getOrCreate would give the launcher
+    gateway = launch_gateway(conf, popen_kwargs={"stdout": sys.stderr})
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
 def build_session(settings: Settings, register_tables: bool = True,
-                  extra_conf: dict[str, str] | None = None) -> SparkSession:
+                  extra_conf: dict[str, str] | None = None,
+                  resolve_packages: bool = False) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
 
     The catalog is Hive's metastore (embedded Derby under ``<lakehouse>/_catalog`` by default), so
     tables, views and comments survive between runs. With ``register_tables`` the lakehouse's
     existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created.
     ``extra_conf`` adds settings for this session only (the Thrift server's port, for one).
+    JVM packages resolved at an earlier start are used as local jars unless ``resolve_packages``
+    (set-up resolves them afresh).
     """
     if settings.catalog.metastore is Metastore.EMBEDDED:
         Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
@@ -185,8 +245,14 @@ def build_session(settings: Settings, register_tables: bool = True,
         builder = builder.appName(settings.spark.app_name)
     if settings.spark.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.spark.master)
-    if not submitted.contains("spark.jars.packages"):
-        builder = builder.config("spark.jars.packages", ",".join(jvm_packages(settings)))
+    packages = jvm_packages(settings)
+    known_jars = None if resolve_packages else resolved_jars(packages)
+    if submitted.contains("spark.jars.packages") or submitted.contains("spark.jars"):
+        packages = []  # spark-submit resolved what it was given
+    elif known_jars:
+        builder = builder.config("spark.jars", ",".join(known_jars))
+    else:
+        builder = builder.config("spark.jars.packages", ",".join(packages))
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads
@@ -196,7 +262,12 @@ def build_session(settings: Settings, register_tables: bool = True,
     for key, value in conf.items():
         if not submitted.contains(key):  # a --conf given to spark-submit wins
             builder = builder.config(key, value)
+    fresh = SparkContext._active_spark_context is None
+    if SparkContext._gateway is None:
+        _launch_jvm(builder)
     spark = builder.getOrCreate()
+    if fresh and packages and not known_jars:
+        remember_jars(packages, spark)
     apply_hadoop_conf(spark, conf)  # a session that already ran gets this lakehouse's S3 settings
     spark.sparkContext.setLogLevel(settings.spark.log_level)
     if settings.catalog.metastore is Metastore.EMBEDDED:

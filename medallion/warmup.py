@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = tuple(dict.fromkeys(
             [*settings.spark.packages, kafka_connector(settings), *args.package]))
         settings = replace(settings, spark=replace(settings.spark, packages=packages))
-        spark = build_session(settings, register_tables=False)
+        spark = build_session(settings, register_tables=False, resolve_packages=True)
         spark.range(1).collect()
         # the connector's classes load (a source is defined, nothing is connected to)
         spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9") \

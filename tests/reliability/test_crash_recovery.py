@@ -44,7 +44,7 @@ def conf_with_small_batches(root: Path) -> Path:
 def start_run(conf: Path, landing: Path, lakehouse: Path, log: Path) -> subprocess.Popen[bytes]:
     """``medallion run all`` in its own process group (the JVM is a child of it)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "medallion", "run", "all", "--conf-dir", str(conf),
+        [sys.executable, "-m", "medallion", "-v", "run", "all", "--conf-dir", str(conf),
          "--landing", str(landing), "--lakehouse", str(lakehouse)],
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},

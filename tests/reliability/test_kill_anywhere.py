@@ -1,0 +1,104 @@
+"""Kill anywhere: `medallion run all` SIGKILLed at random instants drawn over the whole run (JVM
+start-up, table creation and the first commits included), on a new lakehouse and on one with
+history, then run to the end: the tables equal those of uninterrupted runs over the same input.
+
+``make test`` runs a short version (8 kills, one seed). ``make soak`` runs the long one: set
+``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (kills per phase and
+seed); it prints where each kill landed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.config import Trigger
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.runner import Layer, run_pipeline
+from tests.lakehouse_views import snapshot
+from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at, start_run
+
+SEEDS = [int(s) for s in os.environ.get("MEDALLION_SOAK_SEEDS", "1").split(",") if s.strip()]
+KILLS_PER_PHASE = int(os.environ.get("MEDALLION_SOAK_KILLS", "4"))
+JVM_START_SECONDS = 15.0  # what a subprocess run spends before the work an in-process run times
+
+
+def _burst(landing: Path, name: str, seed: int) -> None:
+    generate_landing(landing, GenerateSpec(events=300, files=3, users=20, burst=name,
+                                           seconds_between_events=3, seed=seed))
+
+
+def _where(log_text: str) -> str:
+    """The stage a killed run had reached, from its log."""
+    layers = re.findall(r"running (bronze|silver|gold|publish) with trigger", log_text)
+    return layers[-1] if layers else "start-up"
+
+
+def _kill_chain(conf: Path, landing: Path, lakehouse: Path, log_dir: Path, rng: random.Random,
+                kills: int, horizon: float, tag: str) -> list[str]:
+    """``kills`` runs each SIGKILLed after a delay drawn from [0, ``horizon``), every one resuming
+    what the previous left; returns where each kill landed (a run that ended first is not one)."""
+    landed: list[str] = []
+    attempt = 0
+    while len(landed) < kills and attempt < kills * 4:
+        attempt += 1
+        log = log_dir / f"{tag}-{attempt}.log"
+        started = time.monotonic()
+        run = start_run(conf, landing, lakehouse, log)
+        deadline = started + rng.uniform(0.0, horizon)
+        while run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if run.poll() is not None:  # it finished first: later runs are shorter, draw within that
+            assert run.returncode == 0, log.read_text()[-3000:]
+            horizon = time.monotonic() - started
+            continue
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        landed.append(_where(log.read_text(errors="replace")))
+    return landed
+
+
+def _finish(conf: Path, landing: Path, lakehouse: Path, log: Path) -> None:
+    final = start_run(conf, landing, lakehouse, log)
+    assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_runs(
+        spark: SparkSession, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    conf = conf_with_small_batches(tmp_path)
+    landing = tmp_path / "landing"
+    clean = make_settings_at(tmp_path / "clean", landing, conf)
+    crashed = make_settings_at(tmp_path / "crashed", landing, conf)
+    crashed_lakehouse = Path(crashed.paths.lakehouse)
+    shared = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
+    landed: Counter[str] = Counter()
+    try:
+        for phase, burst in enumerate(("k1", "k2")):  # a new lakehouse, then one with history
+            _burst(landing, burst, seed * 10 + phase)
+            started = time.monotonic()
+            run_pipeline(spark, clean, Layer.ALL, Trigger())  # the uninterrupted run of this burst
+            horizon = time.monotonic() - started + JVM_START_SECONDS
+            landed.update(_kill_chain(conf, landing, crashed_lakehouse, tmp_path, rng,
+                                      KILLS_PER_PHASE, horizon, f"{burst}-seed{seed}"))
+            _finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
+            expected, actual = snapshot(spark, clean), snapshot(spark, crashed)
+            for table in expected:
+                assert actual[table] == expected[table], f"{table} differs after kills ({burst})"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shared)
+    print(f"\nseed {seed}: {sum(landed.values())} kills landed in: "
+          + ", ".join(f"{stage} {n}" for stage, n in sorted(landed.items())))
+    assert sum(landed.values()) == 2 * KILLS_PER_PHASE, landed  # every drawn kill hit a run
