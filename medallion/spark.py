@@ -107,8 +107,9 @@ def remember_jars(packages: list[str], spark: SparkSession) -> None:
     """Record the local jars Ivy resolved ``packages`` to, for :func:`resolved_jars`."""
     jars = [j.removeprefix("file://").removeprefix("file:")
             for j in (spark.sparkContext.getConf().get("spark.jars") or "").split(",") if j]
-    if not jars:
-        return
+    home = str(ivy_home())
+    if not jars or not all(jar.startswith(home) for jar in jars):
+        return  # resolved into another Ivy home (a JVM given another user.home): not ours to list
     manifest = _jars_manifest(packages)
     try:
         manifest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,31 @@
+"""A table whose creation was killed before its first commit is created again, not a trap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from medallion.config import Settings, Trigger
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.runner import Layer, run_pipeline
+from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, TableSpec
+
+
+def test_a_log_folder_without_a_commit_is_started_over(spark: SparkSession,
+                                                        settings: Settings) -> None:
+    generate_landing(Path(settings.paths.landing),
+                     GenerateSpec(events=40, files=1, users=4, burst="h1", seed=2))
+    # What a SIGKILL during DeltaTable.createIfNotExists leaves: the staged commit's folder only.
+    for spec in (BRONZE_EVENTS, SILVER_EVENTS):
+        (Path(spec.path(settings)) / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    runs = run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+    runs += run_pipeline(spark, settings, Layer.SILVER, Trigger())
+    assert {r.table: r.rows_in for r in runs}["bronze/events"] == 40
+    def rows(spec: TableSpec) -> int:
+        return spark.read.format("delta").load(spec.path(settings)).count()
+
+    duplicates = sum(r.duplicates_removed for r in runs)
+    assert rows(BRONZE_EVENTS) == 40
+    assert rows(SILVER_EVENTS) + rows(SILVER_QUARANTINE) + duplicates == 40  # nothing lost
+
