@@ -36,6 +36,17 @@ def _wait_option(parser: argparse.ArgumentParser) -> None:
              f"giving up with exit status 3 (default {DEFAULT_WAIT_SECONDS:.0f}; 0: do not wait)")
 
 
+def _port(text: str) -> int:
+    """A ``--port`` value: 1-65535, or 0 for a free one (argparse reports anything else)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535), nor 0 for a free one")
+    return port
+
+
 def _parser() -> argparse.ArgumentParser:
     # The common options work before or after the command; after it they must not reset
     # what was given before it, hence SUPPRESS as their default there.
@@ -91,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
                                  help="the Spark Thrift Server (JDBC/ODBC) serving the catalog")
     thrift.add_argument("action", choices=["up", "down", "status", "serve"],
                         help="up: start in the background; serve: run in the foreground")
-    thrift.add_argument("--port", type=int, help="port (default: thrift.port, 0 = a free one)")
+    thrift.add_argument("--port", type=_port,
+                        help="port, 1-65535 (default: thrift.port; 0: a free one)")
 
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
     show.add_argument("--limit", type=int, default=20)

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +133,14 @@ class ThriftAuth(str, Enum):
     KERBEROS = "kerberos"
 
 
+class SaslQop(str, Enum):
+    """``hive.server2.thrift.sasl.qop``: what SASL (Kerberos) protects after authentication."""
+
+    AUTH = "auth"  # authentication only: queries and rows travel in clear
+    AUTH_INT = "auth-int"  # integrity, not confidentiality
+    AUTH_CONF = "auth-conf"  # integrity and confidentiality
+
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -174,6 +182,17 @@ class ThriftSettings:
     ldap_base_dn: str | None = None
     kerberos_principal: str | None = None
     kerberos_keytab: str | None = None
+    # Analysts' default: only SELECT/SHOW/DESCRIBE/EXPLAIN on the catalog's tables and views.
+    read_only: bool = True
+    tls: bool = False  # hive.server2.use.SSL; required off loopback
+    keystore: str | None = None  # path of the server's JKS or PKCS12 keystore
+    keystore_password_env: str | None = None  # the *name* of the variable holding its password
+    sasl_qop: SaslQop = SaslQop.AUTH_CONF  # Kerberos (GSSAPI) only: auth-conf encrypts
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the server listens on a loopback address only."""
+        return self.host in LOOPBACK_HOSTS
 
 
 class EventsKind(str, Enum):
@@ -959,14 +978,16 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
 
 def _thrift_settings(reader: _Reader) -> ThriftSettings:
     section = reader.section("thrift", {"host", "port", "auth", "ldap_url", "ldap_base_dn",
-                                        "kerberos_principal", "kerberos_keytab"})
+                                        "kerberos_principal", "kerberos_keytab", "read_only",
+                                        "tls", "keystore", "keystore_password_env", "sasl_qop"})
     host = reader.string(section, "thrift.host", "127.0.0.1")
     port = section.get("port", 0)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError("thrift.port", reader.source.of("thrift.port"),
                           f"must be a TCP port, or 0 for a free one, got {port!r}")
     auth = _choice(reader, section, "thrift.auth", ThriftAuth, ThriftAuth.NONE)
-    if auth in (ThriftAuth.NONE, ThriftAuth.NOSASL) and host not in LOOPBACK_HOSTS:
+    loopback = host in LOOPBACK_HOSTS
+    if auth in (ThriftAuth.NONE, ThriftAuth.NOSASL) and not loopback:
         raise ConfigError("thrift.host", reader.source.of("thrift.host"),
                           f"{host!r} is not loopback, and thrift.auth {auth.value!r} (from "
                           f"{reader.source.of('thrift.auth')}) is allowed on loopback only; "
@@ -977,6 +998,11 @@ def _thrift_settings(reader: _Reader) -> ThriftSettings:
         ldap_base_dn=_optional_string(reader, section, "thrift.ldap_base_dn"),
         kerberos_principal=_optional_string(reader, section, "thrift.kerberos_principal"),
         kerberos_keytab=_optional_string(reader, section, "thrift.kerberos_keytab"),
+        read_only=_boolean(section, "thrift.read_only", True, reader.source),
+        tls=_boolean(section, "thrift.tls", False, reader.source),
+        keystore=_optional_string(reader, section, "thrift.keystore"),
+        keystore_password_env=_optional_string(reader, section, "thrift.keystore_password_env"),
+        sasl_qop=_choice(reader, section, "thrift.sasl_qop", SaslQop, SaslQop.AUTH_CONF),
     )
     needed = {ThriftAuth.LDAP: ("ldap_url",),
               ThriftAuth.KERBEROS: ("kerberos_principal", "kerberos_keytab")}.get(auth, ())
@@ -984,7 +1010,51 @@ def _thrift_settings(reader: _Reader) -> ThriftSettings:
         if getattr(settings, name) is None:
             raise ConfigError(f"thrift.{name}", reader.source.of("thrift.auth"),
                               f"required when thrift.auth is {auth.value}")
+    _check_thrift_transport(reader, settings)
+    if settings.keystore is not None:  # the server may start from another working directory
+        settings = replace(settings, keystore=str(Path(settings.keystore).expanduser().resolve()))
     return settings
+
+
+def _check_thrift_transport(reader: _Reader, settings: ThriftSettings) -> None:
+    """Refuse a Thrift server whose passwords or rows would cross the network in clear."""
+    def fail(name: str, problem: str, because: str | None = None) -> ConfigError:
+        # A key that is missing is named with the file of the key that made it necessary.
+        return ConfigError(f"thrift.{name}", reader.source.of(f"thrift.{because or name}"),
+                           problem)
+
+    if settings.ldap_url is not None and not settings.ldap_url.lower().startswith("ldaps://"):
+        # The server binds to the directory with the client's own password: never in clear.
+        raise fail("ldap_url", "must be an ldaps:// URL (LDAP over TLS); ldap:// would send "
+                               "every analyst's password to the directory in clear text")
+    if not settings.loopback and not settings.tls:
+        raise fail("tls", f"must be true when thrift.host ({settings.host!r}, from "
+                          f"{reader.source.of('thrift.host')}) is not loopback: without TLS, "
+                          "passwords, queries and rows cross the network in clear text",
+                   "host")
+    if (settings.auth is ThriftAuth.KERBEROS and not settings.loopback
+            and settings.sasl_qop is not SaslQop.AUTH_CONF):
+        raise fail("sasl_qop", f"must be auth-conf off loopback with Kerberos, not "
+                               f"{settings.sasl_qop.value!r} (queries and rows unencrypted)")
+    if not settings.tls:
+        for name in ("keystore", "keystore_password_env"):
+            if getattr(settings, name) is not None:
+                raise fail(name, "set only with thrift.tls: true")
+        return
+    if settings.keystore is None:
+        raise fail("keystore", "required with thrift.tls: true (a JKS or PKCS12 file)", "tls")
+    if not Path(settings.keystore).expanduser().is_file():
+        raise fail("keystore", f"{settings.keystore!r} is not a file")
+    variable = settings.keystore_password_env
+    if variable is None:
+        raise fail("keystore_password_env", "required with thrift.tls: true: the name of the "
+                                            "environment variable holding the keystore's "
+                                            "password (never the password itself)", "tls")
+    if not _ENV_NAME.match(variable):
+        # Not echoed: a value here that is no variable name is most likely the secret itself.
+        raise fail("keystore_password_env", "is not an environment variable name (the value is "
+                                            "not shown; the password never goes in a file, only "
+                                            "the variable's name)")
 
 
 def _state_store(reader: _Reader) -> StateStoreSettings:

@@ -7,18 +7,23 @@ views of the configuration) and starts Spark's ``HiveThriftServer2`` inside it w
 such as PyHive then connect to ``jdbc:hive2://<host>:<port>/default``.
 
 The server binds to ``thrift.host`` (loopback by default) on ``thrift.port`` (0: a free port
-chosen at start). Its pid, address and log live in ``<lakehouse>/_catalog/thrift``; ``down``
-stops exactly the process recorded there.
+chosen at start), whatever HiveServer2's own environment variables say. Off loopback it needs
+TLS (configuration refuses anything else). By default it is read-only (:mod:`medallion.readonly`).
+Its pid, address and log live in ``<lakehouse>/_catalog/thrift`` (or, for an S3 lakehouse, in a
+per-user folder of the temporary directory), a folder only its owner can enter; ``down`` stops
+exactly the process recorded there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,13 +32,20 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from medallion.config import Settings, ThriftAuth
+from medallion.config import Settings, ThriftAuth, ThriftSettings
 
 log = logging.getLogger(__name__)
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 STATE_FILE = "server.json"
 LOG_FILE = "server.log"
+# HiveServer2 reads these before its configuration (ThriftCLIService, HiveServer2): left in the
+# environment they would move the server to another address, port or transport than the one
+# configuration checked (e.g. 0.0.0.0 with no authentication).
+HIVE_ENVIRONMENT = ("HIVE_SERVER2_THRIFT_BIND_HOST", "HIVE_SERVER2_THRIFT_PORT",
+                    "HIVE_SERVER2_THRIFT_HTTP_PORT", "HIVE_SERVER2_TRANSPORT_MODE")
+# TLS 1.2 and later only (Hive's default refuses just SSLv2 and SSLv3).
+SSL_PROTOCOL_BLACKLIST = "SSLv2,SSLv2Hello,SSLv3,TLSv1,TLSv1.1"
 
 
 class ThriftError(RuntimeError):
@@ -49,20 +61,79 @@ class ThriftServer:
     pid: int
     auth: str
     log_file: str
+    tls: bool = False
+    read_only: bool = False
 
     @property
     def jdbc_url(self) -> str:
         """The JDBC URL clients connect to (beeline -u, DBeaver, ...)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6, as URLs write it
         suffix = ";auth=noSasl" if self.auth == ThriftAuth.NOSASL.value else ""
-        return f"jdbc:hive2://{self.host}:{self.port}/default{suffix}"
+        if self.tls:
+            suffix += ";ssl=true"  # the client adds its trust store (sslTrustStore=...)
+        return f"jdbc:hive2://{host}:{self.port}/default{suffix}"
+
+
+def secure_dir(path: Path) -> Path:
+    """``path`` as a folder only this user can enter: created 0700, or checked if it exists.
+
+    Refused (:class:`ThriftError`) if it is a symbolic link, not a folder, owned by another user,
+    or writable by others (someone may have put files in it); one of ours that others may only
+    read is narrowed to 0700.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # checked below either way
+        path.mkdir(mode=0o700)
+    info = path.lstat()
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "is not a folder"
+    elif info.st_uid != os.getuid():
+        problem = f"belongs to uid {info.st_uid}, not to this user (uid {os.getuid()})"
+    elif info.st_mode & 0o022:
+        problem = f"is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if problem:
+        raise ThriftError(f"{path} {problem}: the Thrift server keeps its state, logs and jar "
+                          "list only in a folder of its own user with mode 0700; remove it or "
+                          "fix it")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def user_dir() -> Path:
+    """This user's folder in the temporary directory: ``$TMPDIR/medallion-<uid>``, mode 0700."""
+    return secure_dir(Path(tempfile.gettempdir()) / f"medallion-{os.getuid()}")
 
 
 def run_dir(settings: Settings) -> Path:
-    """Where the server's state file and log live: ``<lakehouse>/_catalog/thrift`` if local."""
+    """Where the server's state file and logs live (created 0700, ownership checked).
+
+    ``<lakehouse>/_catalog/thrift`` for a local lakehouse, else ``thrift-<hash>`` in
+    :func:`user_dir`.
+    """
     if "://" not in settings.paths.lakehouse:
-        return Path(settings.catalog_dir()) / "thrift"
+        return secure_dir(Path(settings.catalog_dir()) / "thrift")
     digest = hashlib.sha256(settings.paths.lakehouse.encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"medallion-thrift-{digest}"
+    return secure_dir(user_dir() / f"thrift-{digest}")
+
+
+def hive_environment() -> list[str]:
+    """The HiveServer2 variables set in this process's environment (they would win over conf)."""
+    return [name for name in HIVE_ENVIRONMENT if name in os.environ]
+
+
+def keystore_password(thrift: ThriftSettings) -> str | None:
+    """The keystore's password, from the variable ``thrift.keystore_password_env`` names."""
+    if not thrift.tls or thrift.keystore_password_env is None:
+        return None
+    value = os.environ.get(thrift.keystore_password_env)
+    if not value:
+        raise ThriftError(f"thrift.keystore_password_env: environment variable "
+                          f"{thrift.keystore_password_env} (the keystore's password) is not set")
+    return value
 
 
 def free_port(host: str) -> int:
@@ -85,6 +156,10 @@ def server_conf(settings: Settings, port: int) -> dict[str, str]:
         f"{prefix}.enable.doAs": "false",
         f"{prefix}.logging.operation.log.location": str(run_dir(settings) / "operation_logs"),
     }
+    # TLS settings are not here but in tls_conf: this conf reaches the JVM's command line.
+    if thrift.read_only:
+        # Also enforced by the check rule; this keeps path-based names from resolving at all.
+        conf["spark.sql.runSQLOnFiles"] = "false"
     if thrift.auth is ThriftAuth.LDAP:
         conf[f"{prefix}.authentication.ldap.url"] = str(thrift.ldap_url)
         if thrift.ldap_base_dn:
@@ -92,7 +167,15 @@ def server_conf(settings: Settings, port: int) -> dict[str, str]:
     if thrift.auth is ThriftAuth.KERBEROS:
         conf[f"{prefix}.authentication.kerberos.principal"] = str(thrift.kerberos_principal)
         conf[f"{prefix}.authentication.kerberos.keytab"] = str(thrift.kerberos_keytab)
+        conf[f"{prefix}.thrift.sasl.qop"] = thrift.sasl_qop.value
     return conf
+
+
+def tls_conf(thrift: ThriftSettings, password: str) -> dict[str, str]:
+    """HiveServer2's TLS settings, set in the running JVM's Hadoop configuration (see serve)."""
+    return {"hive.server2.use.SSL": "true", "hive.server2.keystore.path": str(thrift.keystore),
+            "hive.server2.keystore.password": password,
+            "hive.ssl.protocol.blacklist": SSL_PROTOCOL_BLACKLIST}
 
 
 def thriftserver_packages() -> tuple[str, ...]:
@@ -125,7 +208,7 @@ def package_jars(settings: Settings) -> list[str]:
     # the Ivy home is part of the key: jars resolved under another one may be gone
     packages = ",".join([*jvm_packages(settings), *resolution_conf().values()])
     digest = hashlib.sha256(packages.encode()).hexdigest()[:12]
-    cache = Path(tempfile.gettempdir()) / f"medallion-jars-{digest}.txt"
+    cache = user_dir() / f"jars-{digest}.txt"  # not a guessable name others could plant
     if cache.is_file():
         jars = cache.read_text(encoding="utf-8").split()
         if jars and all(Path(jar).is_file() for jar in jars):
@@ -157,9 +240,15 @@ def _is_our_server(pid: int) -> bool:
 
 def serve(settings: Settings, port: int | None = None) -> int:
     """Run the server in this process until SIGTERM or SIGINT; return the exit status."""
+    from medallion.catalog import prepare_catalog
+    from medallion.readonly import read_only_session
     from medallion.spark import build_session
 
     settings = with_thriftserver_packages(settings)
+    password = keystore_password(settings.thrift)  # before Spark starts: a clear message
+    for name in hive_environment():
+        log.warning("ignoring %s: the server binds where thrift.* says", name)
+        del os.environ[name]  # the JVM, started below, inherits this environment
     chosen = port or settings.thrift.port or free_port(settings.thrift.host)
     # Client sessions run on threads whose class loader is Hive's (the application class path):
     # the jars of spark.jars.packages must be on the driver's class path itself, or a session
@@ -169,14 +258,31 @@ def serve(settings: Settings, port: int | None = None) -> int:
                  *package_jars(settings)]
     extra = {**server_conf(settings, chosen),
              "spark.driver.extraClassPath": ":".join(p for p in classpath if p)}
-    spark = build_session(settings, extra_conf=extra)
+    # The catalog is prepared below, after TLS is set: HiveServer2 reuses the Hive session state
+    # the first catalog access creates, with the Hadoop configuration of that moment.
+    spark = build_session(settings, register_tables=False, extra_conf=extra)
     jvm = spark.sparkContext._jvm
-    server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(  # type: ignore[union-attr]
-        spark._jsparkSession.sqlContext())
+    assert jvm is not None
+    inherited = [name for name in HIVE_ENVIRONMENT if jvm.java.lang.System.getenv(name)]
+    if inherited:  # a JVM started earlier in this process, with the variables set
+        spark.stop()
+        raise ThriftError(f"{', '.join(inherited)} set in the JVM's environment would override "
+                          "thrift.host/thrift.port; unset them and start again")
+    if password is not None:
+        # Set in the running JVM, never as a --conf (the process list shows those).
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in tls_conf(settings.thrift, password).items():
+            hadoop.set(key, value)
+    prepare_catalog(spark, settings)
+    # Clients get sessions made from this one: with read_only, a session whose every statement
+    # goes through the read-only check rule.
+    session = (read_only_session(spark) if settings.thrift.read_only
+               else spark._jsparkSession.newSession())
+    server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        session.sqlContext())
     directory = run_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
     record = ThriftServer(settings.thrift.host, chosen, os.getpid(), settings.thrift.auth.value,
-                          str(directory / LOG_FILE))
+                          str(directory / LOG_FILE), settings.thrift.tls, settings.thrift.read_only)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -208,14 +314,18 @@ def start(settings: Settings, conf_dir: str | Path | None = None,
     if running is not None:
         raise ThriftError(f"a thrift server already serves this lakehouse at {running.jdbc_url} "
                           f"(pid {running.pid}); `make thrift-down` stops it")
+    keystore_password(settings.thrift)  # the variable must be set here, for the child
     directory = run_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
     (directory / STATE_FILE).unlink(missing_ok=True)
     port = settings.thrift.port or free_port(settings.thrift.host)
     command = [sys.executable, "-m", "medallion.cli", "thrift", "serve", "--port", str(port),
                "--env", settings.env, "--landing", settings.paths.landing,
                "--lakehouse", settings.paths.lakehouse]
-    env = dict(os.environ)
+    ignored = hive_environment()
+    if ignored:
+        log.warning("not passing %s to the server: it binds where thrift.* says",
+                    ", ".join(ignored))
+    env = {name: value for name, value in os.environ.items() if name not in HIVE_ENVIRONMENT}
     if conf_dir is not None:
         env["MEDALLION_CONF_DIR"] = str(conf_dir)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -103,6 +103,12 @@ def test_embedded_metastore_needs_a_local_lakehouse(tmp_path: Path) -> None:
     assert "local lakehouse" in str(caught.value)
 
 
-def test_ldap_off_loopback_is_accepted(tmp_path: Path) -> None:
-    settings = _load(tmp_path, "thrift: {host: 10.1.2.3, auth: ldap, ldap_url: 'ldaps://ldap:636'}\n")
+def test_ldap_with_tls_off_loopback_is_accepted(tmp_path: Path) -> None:
+    keystore = tmp_path / "server.p12"
+    keystore.write_bytes(b"not read by configuration")
+    settings = _load(tmp_path, "thrift: {host: 10.1.2.3, auth: ldap, ldap_url: 'ldaps://ldap:636', "
+                               f"tls: true, keystore: '{keystore}', "
+                               "keystore_password_env: THRIFT_KEYSTORE_PASSWORD}\n")
     assert (settings.thrift.host, settings.thrift.auth) == ("10.1.2.3", ThriftAuth.LDAP)
+    assert (settings.thrift.tls, settings.thrift.keystore) == (True, str(keystore))
+    assert settings.thrift.read_only
