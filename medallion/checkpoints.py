@@ -101,7 +101,7 @@ def _log_entries(spark: SparkSession, table: str, file: str, minimum: int) -> li
     try:
         lines = _read_checked(spark, file).split("\n")
         if not _VERSION_LINE.fullmatch(lines[0].strip()) or len(lines) - 1 < minimum:
-            raise ValueError(f"{len(lines) - 1} entries after the version line, "
+            raise ValueError(f"{len(lines) - 1} line(s) after the version line, "
                              f"expected at least {minimum}")
         return [None if line.strip() == "-" else json.loads(line) for line in lines[1:]]
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
@@ -119,13 +119,20 @@ def inspect_checkpoint(spark: SparkSession, table: str, checkpoint: str) -> Chec
     """
     for folder in ("offsets", "commits"):
         _drop_orphan_checksums(spark, f"{checkpoint}/{folder}")
+    planned = _batches(_names(spark, f"{checkpoint}/offsets"))
+    committed = _batches(_names(spark, f"{checkpoint}/commits"))
+    if not path_exists(spark, f"{checkpoint}/metadata"):
+        if not planned:
+            return CheckpointState("", -1, -1, 0)  # killed before its first batch: nothing to lose
+        # Spark would give the query a new id, and with it new Delta transaction ids: a replayed
+        # batch's writes would no longer be recognised, and would be made twice.
+        raise CheckpointError(table, f"checkpoint file {checkpoint}/metadata is missing; it names "
+                              f"the query its batches belong to. {rebuild_advice(table)}")
     try:
         query_id = str(json.loads(_read_checked(spark, f"{checkpoint}/metadata"))["id"])
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(table, f"checkpoint file {checkpoint}/metadata is damaged ({exc}); "
                               f"it names the query. {rebuild_advice(table)}") from exc
-    planned = _batches(_names(spark, f"{checkpoint}/offsets"))
-    committed = _batches(_names(spark, f"{checkpoint}/commits"))
     last_planned, last_committed = (planned or [-1])[-1], (committed or [-1])[-1]
     if last_committed > last_planned:
         raise CheckpointError(

@@ -124,8 +124,9 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     state = inspect_checkpoint(spark, table, checkpoint)
     if stateful:
         check_state(spark, table, checkpoint, state)
-    written = committed_txn_version(spark, table_path, (app_id or str)(state.query_id))
-    check_not_behind(table, checkpoint, table_path, state, written)
+    if state.query_id:
+        written = committed_txn_version(spark, table_path, (app_id or str)(state.query_id))
+        check_not_behind(table, checkpoint, table_path, state, written)
 
 
 def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
