@@ -158,6 +158,30 @@ def test_truncated_newest_offsets_fails_loudly_and_a_copy_recovers(
     assert_tables(snapshot(spark, settings), runs.expected)
 
 
+def test_deleted_metadata_fails_loudly_and_a_copy_recovers(
+        spark: SparkSession, runs: Runs, tmp_path: Path) -> None:
+    # Without its id Spark would start the query under a new one, and Delta's transaction ids
+    # derived from it would no longer recognise a replayed batch's writes.
+    settings = copy_of_run_1(runs, tmp_path)
+    checkpoint = Path(settings.checkpoint_path(SILVER))
+    backup = shutil.copytree(checkpoint, tmp_path / "backup")
+    (checkpoint / "metadata").unlink()
+    before = snapshot(spark, settings)
+
+    with pytest.raises(CheckpointError) as failure:
+        run_all(spark, settings)
+    message = str(failure.value)
+    assert message.startswith(
+        f"{SILVER}: checkpoint file {checkpoint.as_posix()}/metadata is missing"), message
+    assert f"medallion backfill {SILVER} --full-refresh" in message
+    assert_tables(snapshot(spark, settings), before,
+                  ("silver/events", "silver/events_quarantine", "duplicates_removed", *GOLD_TABLES))
+
+    put_back(backup, checkpoint)
+    run_all(spark, settings)
+    assert_tables(snapshot(spark, settings), runs.expected)
+
+
 @pytest.mark.parametrize("table", [SILVER, "gold/user_sessions"])
 def test_deleted_newest_commit_replays_the_batch_without_a_second_write(
         spark: SparkSession, runs: Runs, tmp_path: Path, table: str) -> None:
