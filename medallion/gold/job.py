@@ -29,6 +29,7 @@ from medallion.sinks.delta import (
     ensure_table,
     guard_checkpoint,
     query_id_of,
+    txn_app_id,
     upsert_batch,
     with_trigger,
 )
@@ -93,7 +94,7 @@ class UpsertWriter:
             self._query_id = query_id_of(spark, self.checkpoint)
         # The streaming Delta sink's own transaction id for appends, so that a table it wrote
         # goes on exactly once; a named one for MERGEs.
-        app_id = f"medallion-{self.table.key}-{self._query_id}" if self.keys else self._query_id
+        app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
         updated = batch.persist()
         try:
@@ -120,7 +121,10 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
            gold: GoldAggregate) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
-    guard_checkpoint(spark, path, checkpoint, spec.key)
+    # Every gold aggregation keeps windows or sessions in its state store.
+    guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
+                     app_id=(lambda query_id: txn_app_id(spec.key, query_id))
+                     if gold.merge_keys else None)
     expectations = settings.quality.for_table(spec.key)
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)

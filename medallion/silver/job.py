@@ -28,9 +28,11 @@ from medallion.silver.transforms import (
 )
 from medallion.sinks.delta import (
     append_batch,
+    committed_txn_version,
     ensure_table,
     guard_checkpoint,
     query_id_of,
+    txn_app_id,
     with_trigger,
 )
 from medallion.sources.delta import read_table, read_table_stream
@@ -70,6 +72,14 @@ class SilverBatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         settings = self.settings
+        app_id = txn_app_id(SILVER_EVENTS.key, self.query_id(spark))
+        if committed_txn_version(spark, SILVER_EVENTS.path(settings), app_id) >= batch_id:
+            # Silver's write is the batch's last, so the batch is all written and only its commit
+            # in the checkpoint was lost. Recomputing it would find every event already known and
+            # count them all as duplicates in the run summary; Delta would skip the writes anyway.
+            log.warning("silver/events batch %d: already written (its commit in the checkpoint "
+                        "was lost); skipped", batch_id)
+            return
         parsed = batch.transform(parse_events).persist()
         try:
             counts = parsed.agg(
@@ -90,7 +100,6 @@ class SilverBatchWriter:
             )
             try:
                 query_id = self.query_id(spark)
-                app_id = f"medallion-{SILVER_EVENTS.key}-{query_id}"
                 to_silver, to_quarantine = new_events, parsed.transform(select_quarantined)
                 rows_out = new_events.count()  # fills the cache the gate and the writes read
                 duplicates = rows_in - quarantined - rows_out
@@ -153,7 +162,9 @@ def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> 
         ensure_table(spark, spec, spec.path(settings),
                      settings.catalog.tables.get(spec.qualified_name))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
-    guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key)
+    # Silver's own write is the batch's last, so silver's transaction id says how far it got.
+    guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key,
+                     app_id=lambda query_id: txn_app_id(SILVER_EVENTS.key, query_id))
     expectations = settings.quality.for_table(SILVER_EVENTS.key)
     gate = QualityGate(SILVER_EVENTS, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from delta.tables import DeltaTable
@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import documented_schema, register_table, table_comment
+from medallion.checkpoints import check_not_behind, check_state, inspect_checkpoint
 from medallion.config import TableDoc, Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
@@ -92,21 +93,57 @@ def query_id_of(spark: SparkSession, checkpoint: str) -> str:
     return str(json.loads(read_text(spark, f"{checkpoint}/metadata"))["id"])
 
 
-def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, table: str) -> None:
-    """Refuse to start a query that would silently reprocess everything into a written table.
+def txn_app_id(table: str, query_id: str) -> str:
+    """The ``txnAppId`` a ``foreachBatch`` writer of ``table`` commits its MERGEs and appends with.
+
+    (The streaming Delta sink, and the writers that carry on a table it wrote, use the query id
+    itself.)
+    """
+    return f"medallion-{table}-{query_id}"
+
+
+def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, table: str, *,
+                     app_id: Callable[[str], str] | None = None, stateful: bool = False) -> None:
+    """Refuse to start a query whose checkpoint would silently reprocess, skip or lose data.
 
     A table that a stream has written to, whose checkpoint is gone, would get every input again
-    if the query simply started over. That is never what anyone wants, so it fails loudly.
+    if the query simply started over. A checkpoint that is damaged, lost a stateful query's
+    state, or is older than the table (see ``medallion.checkpoints``) fails the same way, loudly.
+    ``app_id`` maps the checkpoint's query id to the transaction id the query's writer commits
+    ``table_path`` with (None: the streaming Delta sink's, the query id).
     """
-    if path_exists(spark, f"{checkpoint}/offsets"):
+    if not path_exists(spark, f"{checkpoint}/offsets"):
+        if table_version(spark, table_path) > 0:
+            raise CheckpointError(
+                table,
+                f"checkpoint {checkpoint} is missing but the table at {table_path} already "
+                "holds streamed data; starting over would process every input again. Restore the "
+                "checkpoint, or rebuild the table and everything downstream of it.",
+            )
         return
-    if table_version(spark, table_path) > 0:
-        raise CheckpointError(
-            table,
-            f"checkpoint {checkpoint} is missing but the table at {table_path} already "
-            "holds streamed data; starting over would process every input again. Restore the "
-            "checkpoint, or rebuild the table and everything downstream of it.",
-        )
+    state = inspect_checkpoint(spark, table, checkpoint)
+    if stateful:
+        check_state(spark, table, checkpoint, state)
+    if state.query_id:
+        written = committed_txn_version(spark, table_path, (app_id or str)(state.query_id))
+        check_not_behind(table, checkpoint, table_path, state, written)
+
+
+def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
+    """The newest ``txnVersion`` the Delta table at ``path`` committed for ``app_id`` (-1: none).
+
+    Delta keeps these (per app id, the newest version) in the table's snapshot to skip replayed
+    writes; it has no public API for them, so this reads the snapshot through the JVM
+    (delta-spark 4.0: ``DeltaLog.update(stalenessAcceptable, checkIfUpdatedSinceTs, table)``).
+    """
+    if not DeltaTable.isDeltaTable(spark, path):
+        return -1
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    none = jvm.scala.Option.empty()
+    found = delta_log.update(False, none, none).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else -1
 
 
 def table_version(spark: SparkSession, path: str) -> int:
