@@ -1,5 +1,5 @@
-"""Exactly-once under failure: a run killed with SIGKILL at any point, then run again, ends with
-the tables of one uninterrupted run; a lost checkpoint fails loudly instead of reprocessing."""
+"""Exactly-once under failure: helpers for killing runs (the kills themselves are in
+test_kill_anywhere.py), and a lost checkpoint fails loudly instead of reprocessing."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import QUERY_PROGRESS, SILVER_EVENTS
+from medallion.tables import SILVER_EVENTS
 from tests.conftest import REPO, make_settings
-from tests.lakehouse_views import snapshot
 
 # Where the runs are killed: as soon as the query's checkpoint has planned its second batch
 # (offsets/1 written, commits/1 not yet), and for silver a moment later, while that batch writes.
@@ -63,50 +62,6 @@ def wait_then_kill(run: subprocess.Popen[bytes], planned: Path, delay: float) ->
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
     return True
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    conf = conf_with_small_batches(tmp_path)
-    landing = tmp_path / "landing"
-    generate_landing(landing, GenerateSpec(events=600, files=3, users=30, burst="c1",
-                                           seconds_between_events=3, seed=5))
-    log = tmp_path / "runs.log"
-
-    # The clean run, in this process: the same code and configuration as the killed ones. The
-    # shared session gets the configuration's shuffle partitions for it: they decide how many
-    # files a silver batch writes, so how gold's one-file batches fall, so which late events
-    # gold's watermark drops.
-    clean = make_settings_at(tmp_path / "clean", landing, conf)
-    shared = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
-    try:
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shared)
-
-    crashed = make_settings_at(tmp_path / "crashed", landing, conf)
-    for table, delay in KILL_POINTS:
-        run = start_run(conf, landing, Path(crashed.paths.lakehouse), log)
-        planned = Path(crashed.checkpoint_path(table)) / "offsets" / "1"
-        assert wait_then_kill(run, planned, delay), f"the run ended before {table}'s kill point"
-        if delay == 0:  # killed between planning the batch and committing it
-            assert not (Path(crashed.checkpoint_path(table)) / "commits" / "1").exists(), table
-    # Each layer's monitoring rows are written when the layer ends: the runs killed in silver and
-    # in gold left the record of the bronze and silver batches they completed.
-    recorded = {row[0] for row in spark.read.format("delta").load(QUERY_PROGRESS.path(crashed))
-                .select("query_name").collect()}
-    assert {"bronze/events", "silver/events"} <= recorded, recorded
-    final = start_run(conf, landing, Path(crashed.paths.lakehouse), log)
-    assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
-
-    expected, actual = snapshot(spark, clean), snapshot(spark, crashed)
-    for table in expected:
-        assert actual[table] == expected[table], f"{table} differs after crashes"
-    assert sum(expected["bronze/events"].values()) == 600
 
 
 def make_settings_at(lakehouse: Path, landing: Path, conf: Path) -> Settings:

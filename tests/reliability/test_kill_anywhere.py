@@ -1,10 +1,12 @@
 """Kill anywhere: `medallion run all` SIGKILLed at random instants drawn over the whole run (JVM
 start-up, table creation and the first commits included), on a new lakehouse and on one with
 history, then run to the end: the tables equal those of uninterrupted runs over the same input.
+On the lakehouse with history, three more kills land at planned points first: mid-batch in
+bronze, in silver and in gold.
 
-``make test`` runs a short version (8 kills, one seed). ``make soak`` runs the long one: set
-``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (kills per phase and
-seed); it prints where each kill landed.
+``make test`` runs a short version (9 kills: 3 planned, 6 at random; one seed). ``make soak``
+runs the long one: ``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (random
+kills per phase and seed); it prints where the kills landed.
 """
 
 from __future__ import annotations
@@ -23,11 +25,18 @@ from pyspark.sql import SparkSession
 from medallion.config import Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
+from medallion.tables import QUERY_PROGRESS
 from tests.lakehouse_views import snapshot
-from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at, start_run
+from tests.reliability.test_crash_recovery import (
+    KILL_POINTS,
+    conf_with_small_batches,
+    make_settings_at,
+    start_run,
+    wait_then_kill,
+)
 
 SEEDS = [int(s) for s in os.environ.get("MEDALLION_SOAK_SEEDS", "1").split(",") if s.strip()]
-KILLS_PER_PHASE = int(os.environ.get("MEDALLION_SOAK_KILLS", "4"))
+KILLS_PER_PHASE = int(os.environ.get("MEDALLION_SOAK_KILLS", "3"))
 JVM_START_SECONDS = 15.0  # what a subprocess run spends before the work an in-process run times
 
 
@@ -66,6 +75,30 @@ def _kill_chain(conf: Path, landing: Path, lakehouse: Path, log_dir: Path, rng: 
     return landed
 
 
+def _newest_batch(checkpoint: Path) -> int:
+    offsets = checkpoint / "offsets"
+    return max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=-1) \
+        if offsets.is_dir() else -1
+
+
+def _planned_kills(conf: Path, landing: Path, lakehouse: Path, log: Path,
+                   checkpoints: Path) -> list[str]:
+    """Kills at planned points: as soon as a query has planned the second batch of this run (for
+    silver a moment later, while that batch writes), in bronze, then silver, then gold; each run
+    resumes the previous one's work, so the kills land in the layer they mean to hit."""
+    landed = []
+    for table, delay in KILL_POINTS:
+        checkpoint = checkpoints / table
+        second = _newest_batch(checkpoint) + 2
+        run = start_run(conf, landing, lakehouse, log)
+        assert wait_then_kill(run, checkpoint / "offsets" / str(second), delay), \
+            f"the run ended before {table}'s kill point"
+        if delay == 0:  # killed between planning the batch and committing it
+            assert not (checkpoint / "commits" / str(second)).exists(), table
+        landed.append(table.split("/")[0])
+    return landed
+
+
 def _finish(conf: Path, landing: Path, lakehouse: Path, log: Path) -> None:
     final = start_run(conf, landing, lakehouse, log)
     assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
@@ -91,6 +124,15 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             started = time.monotonic()
             run_pipeline(spark, clean, Layer.ALL, Trigger())  # the uninterrupted run of this burst
             horizon = time.monotonic() - started + JVM_START_SECONDS
+            if phase == 1 and seed == SEEDS[0]:  # planned points, where the history is
+                landed.update(_planned_kills(conf, landing, crashed_lakehouse,
+                                             tmp_path / "planned.log",
+                                             Path(crashed.paths.lakehouse) / "_checkpoints"))
+                # each layer's monitoring rows are written when the layer ends: the runs killed
+                # in silver and in gold left the record of the batches they completed
+                recorded = {row[0] for row in spark.read.format("delta")
+                            .load(QUERY_PROGRESS.path(crashed)).select("query_name").collect()}
+                assert {"bronze/events", "silver/events"} <= recorded, recorded
             landed.update(_kill_chain(conf, landing, crashed_lakehouse, tmp_path, rng,
                                       KILLS_PER_PHASE, horizon, f"{burst}-seed{seed}"))
             _finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
@@ -101,4 +143,5 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
         spark.conf.set("spark.sql.shuffle.partitions", shared)
     print(f"\nseed {seed}: {sum(landed.values())} kills landed in: "
           + ", ".join(f"{stage} {n}" for stage, n in sorted(landed.items())))
-    assert sum(landed.values()) == 2 * KILLS_PER_PHASE, landed  # every drawn kill hit a run
+    planned = len(KILL_POINTS) if seed == SEEDS[0] else 0
+    assert sum(landed.values()) == 2 * KILLS_PER_PHASE + planned, landed  # every kill hit a run
