@@ -125,6 +125,8 @@ def test_s3_lakehouse_state_goes_to_a_per_user_folder_of_tmp(
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    for exported in ("MEDALLION_LANDING", "MEDALLION_LAKEHOUSE"):  # make exports local paths
+        monkeypatch.delenv(exported, raising=False)
     settings = load_settings(env="dev", conf_dir=REPO / "conf")
     directory = thrift.run_dir(settings)
     assert directory.parent == tmp_path / "tmp" / f"medallion-{os.getuid()}"
