@@ -12,7 +12,9 @@ py4j's callback server: every statement a client sends is analysed, then refused
   ``USE``, or ``SET`` without a value (reading a setting).
 
 Everything else (DDL, DML, ``ADD JAR``, ``CREATE FUNCTION``, ``CACHE``, ``ANALYZE``, ``SET k=v``,
-``text.`/etc/passwd```, ``delta.`/path```) fails before it runs. The rule fails closed: a plan
+``text.`/etc/passwd```, ``delta.`/path```) fails before it runs, and so does a query calling a JVM
+method by name (``reflect``, ``java_method``, ``try_reflect``: any static method with text or number
+arguments, ``java.lang.System.exit`` included). The rule fails closed: a plan
 node it does not know, or any error while inspecting one, refuses the statement.
 """
 
@@ -49,6 +51,8 @@ HARMLESS_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "Logica
 TABLES = frozenset({"LogicalRelation", "DataSourceV2Relation", "ResolvedTable"})
 # Settings a client may still change with SET: none that widens what it can reach.
 SETTABLE = frozenset({"spark.sql.session.timeZone"})
+# Expressions that call JVM code chosen by the statement (reflect, java_method, try_reflect).
+REFLECTION = frozenset({"CallMethodViaReflection", "TryReflect"})
 _COMMAND = "org.apache.spark.sql.catalyst.plans.logical.Command"
 
 
@@ -100,6 +104,22 @@ def _reads_catalog_only(leaf: Any) -> bool:
     return False
 
 
+def _reflection_call(plan: Any) -> str | None:
+    """The name of a reflection expression anywhere in ``plan`` (its subqueries included)."""
+    nodes = [plan, *_seq(plan.subqueriesAll())]
+    while nodes:
+        node = nodes.pop()
+        nodes += _seq(node.children())
+        expressions = _seq(node.expressions())
+        while expressions:
+            expression = expressions.pop()
+            name = _simple_name(expression)
+            if name in REFLECTION:
+                return name
+            expressions += _seq(expression.children())
+    return None
+
+
 def refusal(plan: Any, gateway: Any) -> str | None:
     """Why a read-only server refuses an analysed plan, or None if it may run."""
     name = _simple_name(plan)
@@ -121,6 +141,10 @@ def refusal(plan: Any, gateway: Any) -> str | None:
     else:
         leaves = [leaf for part in [plan, *_seq(plan.subqueriesAll())]
                   for leaf in _seq(part.collectLeaves())]
+        call = _reflection_call(plan)
+        if call is not None:
+            return (f"{call} is not allowed: reflect, java_method and try_reflect run "
+                    "arbitrary JVM methods")
     for leaf in leaves:
         if not _reads_catalog_only(leaf):
             return (f"reading {_simple_name(leaf)} is not allowed: only the catalog's tables "

@@ -209,6 +209,11 @@ REFUSED_STATEMENTS = [
     "SET spark.sql.runSQLOnFiles=true",
     f"CACHE TABLE {TABLE}",
     f"VACUUM {TABLE} RETAIN 0 HOURS",
+    # JVM methods by name (java.lang.System.exit takes an int): in a select list, a filter, a
+    # subquery
+    "SELECT reflect('java.lang.System', 'getProperty', 'user.home')",
+    f"SELECT * FROM {TABLE} WHERE java_method('java.lang.System', 'getenv', 'HOME') IS NOT NULL",
+    "SELECT 1 AS x WHERE EXISTS (SELECT try_reflect('java.lang.System', 'getProperty', 'x'))",
 ]
 
 
