@@ -4,6 +4,7 @@ on loopback ports chosen free at run time, and a few client helpers (confluent-k
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -31,14 +32,19 @@ class Broker:
     data: Path
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
+    extra_properties: Path | None = None  # appended to server.properties (e.g. an SSL listener)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        env = dict(os.environ)
+        if self.extra_properties is not None:
+            env["KAFKA_EXTRA_PROPERTIES"] = str(self.extra_properties)
         subprocess.run([str(BROKER_SH), "start", str(self.data), str(self.port),
-                        str(self.controller_port)], check=True, capture_output=True, timeout=180)
+                        str(self.controller_port)], check=True, capture_output=True, timeout=180,
+                       env=env)
 
     def stop(self) -> None:
         subprocess.run([str(BROKER_SH), "stop", str(self.data)], check=True,

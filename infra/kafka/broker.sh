@@ -9,6 +9,8 @@
 #   broker.sh status DATA_DIR                exit 0 when it runs
 #
 # Everything the broker writes (log segments, metadata, its own log, pid file) is under DATA_DIR.
+# KAFKA_EXTRA_PROPERTIES, when set, names a file appended to the generated server.properties (a key
+# given there wins): e.g. an SSL listener with client authentication, as the mTLS test starts.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -59,6 +61,11 @@ log.retention.check.interval.ms=5000
 num.network.threads=2
 num.io.threads=2
 PROPS
+  if [ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]; then
+    [ -f "$KAFKA_EXTRA_PROPERTIES" ] || die "KAFKA_EXTRA_PROPERTIES: $KAFKA_EXTRA_PROPERTIES is not a file"
+    printf '\n# From %s\n' "$KAFKA_EXTRA_PROPERTIES" >> "$data/server.properties"
+    cat "$KAFKA_EXTRA_PROPERTIES" >> "$data/server.properties"
+  fi
 }
 
 start() {
