@@ -111,9 +111,8 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class StreamingSettings:
-    """Options shared by the streaming jobs."""
+    """Options shared by the streaming jobs (event-time watermarks are declared per pipeline)."""
 
-    watermark: str = "10 minutes"
     max_files_per_trigger: int = 1000
     trigger: Trigger = Trigger()
 
@@ -894,10 +893,14 @@ def load_settings(
     )
 
     stream_section = reader.section("streaming", {"watermark", "max_files_per_trigger", "trigger"})
-    watermark = reader.string(stream_section, "streaming.watermark", "10 minutes")
-    parse_duration_seconds(watermark, "streaming.watermark", source.of("streaming.watermark"))
+    if "watermark" in stream_section:
+        # Known, so that a configuration written before the declarations is told where it went
+        # rather than having its lateness silently ignored.
+        raise ConfigError("streaming.watermark", source.of("streaming.watermark"),
+                          f"the event-time watermark is declared per pipeline now: set `watermark` "
+                          f"in {directory / PIPELINES_FOLDER}/<name>.yaml, or in its "
+                          f"<name>.{env}.yaml overlay for this environment, and remove this key")
     streaming = StreamingSettings(
-        watermark=watermark,
         max_files_per_trigger=reader.positive_int(
             stream_section, "streaming.max_files_per_trigger", 1000),
         trigger=Trigger.parse(trigger, "--trigger") if trigger else Trigger.parse(

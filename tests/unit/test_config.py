@@ -57,10 +57,10 @@ def test_an_unknown_key_is_named_with_its_file(tmp_path: Path) -> None:
 
 
 def test_a_bad_value_is_named_with_the_file_it_came_from(tmp_path: Path) -> None:
-    conf = write_conf(tmp_path, BASE, local="streaming:\n  watermark: ten minutes\n")
+    conf = write_conf(tmp_path, BASE, local="streaming:\n  trigger: processing-time=soon\n")
     with pytest.raises(ConfigError) as error:
         load_settings(env="local", conf_dir=conf)
-    assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "local.yaml"))
+    assert (error.value.key, error.value.source) == ("trigger", str(conf / "local.yaml"))
 
     conf2 = write_conf(tmp_path / "b", BASE.replace("10", "0"), local="")
     with pytest.raises(ConfigError) as error:
@@ -179,3 +179,14 @@ def test_two_pipelines_may_not_write_one_table(tmp_path: Path) -> None:
         load_settings(env="local", conf_dir=conf)
     assert "bronze/events is also written by pipeline clicks" in str(error.value)
     assert error.value.source == str(conf / "pipelines" / "events.yaml")
+
+
+def test_the_former_streaming_watermark_says_where_the_watermark_is_declared_now(
+        tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, prod="streaming:\n  watermark: 30 minutes\n"
+                                            "catalog:\n  metastore: in-memory\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="prod", conf_dir=conf)
+    assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "prod.yaml"))
+    assert f"set `watermark` in {conf / 'pipelines'}/<name>.yaml, or in its <name>.prod.yaml" in str(
+        error.value)
