@@ -5,6 +5,9 @@ message names the key and the file it came from, so that a scheduler's log says 
 
 Precedence, lowest first: ``conf/base.yaml``, ``conf/<env>.yaml``, the environment variables
 ``MEDALLION_LANDING`` / ``MEDALLION_LAKEHOUSE``, then explicit overrides (the CLI flags).
+
+The same folder's ``pipelines/<name>.yaml`` (with ``<name>.<env>.yaml`` overlays) declares what
+the engine runs; they are loaded and validated with the settings (``Settings.pipelines``).
 """
 
 from __future__ import annotations
