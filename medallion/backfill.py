@@ -2,9 +2,11 @@
 
 Range backfill, without double counting:
 
-* ``gold/<table>`` (or ``gold`` for every gold table): the windows that start in ``[from, to)``
-  (sessions: that start in it) are recomputed from silver with the layer's own pure transform and
-  replace the table's rows of that range in one atomic commit (``replaceWhere``). Running it
+* ``gold/<table>`` (or ``gold`` for every declared gold table): the windows that start in
+  ``[from, to)`` (sessions: that start in it) are recomputed from the table's declared input with
+  the transform compiled from its declaration (the stream's own) and replace the table's rows of
+  that range in one atomic commit (``replaceWhere``). A table a Python step computes has no
+  declared window to cut a range by: it is rebuilt with ``--full-refresh``. Running it
   twice gives the same table. Unlike the stream, the recomputation keeps events that came later
   than the watermark: that is the point of a backfill.
 * ``bronze/events``: the landing files modified in ``[from, to)`` are ingested again by a stream
@@ -31,8 +33,8 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Settings, Trigger
-from medallion.gold.job import GOLD_AGGREGATES, GoldAggregate
+from medallion.config import Settings, Trigger, parse_duration_seconds
+from medallion.gold.job import GoldFlow, gold_flows
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sources.delta import read_table
@@ -54,27 +56,30 @@ from medallion.tables import (
 
 log = logging.getLogger(__name__)
 
-GOLD_TABLES = tuple(gold.spec for gold in GOLD_AGGREGATES)
 SILVER_GROUP = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_BATCH_METRICS)  # written by one query
-# A gold table's quarantine (rows its gate dropped) is written by the table's own query.
-GOLD_GROUP = tuple(s for spec in GOLD_TABLES for s in (spec, quarantine_of(spec)))
-
-# What a table feeds. Silver's three tables are written by one query, so they go together; the
-# customers dimension enriches silver, so rebuilding it rebuilds silver too.
-DOWNSTREAM: dict[str, tuple[TableSpec, ...]] = {
-    BRONZE_EVENTS.key: (*SILVER_GROUP, *GOLD_GROUP),
-    BRONZE_EVENTS_KAFKA.key: (*SILVER_GROUP, *GOLD_GROUP),
-    BRONZE_CUSTOMERS.key: (*SILVER_GROUP, *GOLD_GROUP),
-    **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *GOLD_GROUP) for spec in SILVER_GROUP},
-    **{spec.key: (quarantine_of(spec),) for spec in GOLD_TABLES},
-}
-# The layer whose run writes a table (silver's metrics and quarantine are written by silver).
-WRITER_LAYER: dict[str, str] = {
-    **{spec.key: "bronze" for spec in (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS)},
-    **{spec.key: "silver" for spec in SILVER_GROUP},
-    **{spec.key: "gold" for spec in GOLD_GROUP},
-}
+BRONZE_TABLES = (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS)
 LAYERS = ("bronze", "silver", "gold")
+
+
+def gold_group(settings: Settings) -> tuple[TableSpec, ...]:
+    """Every declared gold table and its quarantine (rows its gate dropped, written by its query)."""
+    return tuple(s for flow in gold_flows(settings) for s in (flow.spec, quarantine_of(flow.spec)))
+
+
+def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
+    """What each table feeds. Silver's three tables are written by one query, so they go together;
+    the customers dimension enriches silver, so rebuilding it rebuilds silver too."""
+    golds = gold_group(settings)
+    return {
+        **{spec.key: (*SILVER_GROUP, *golds) for spec in BRONZE_TABLES},
+        **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *golds) for spec in SILVER_GROUP},
+        **{flow.spec.key: (quarantine_of(flow.spec),) for flow in gold_flows(settings)},
+    }
+
+
+def writer_layer(spec: TableSpec) -> str:
+    """The layer whose run writes a table (silver's metrics and quarantine are written by silver)."""
+    return "silver" if spec in SILVER_GROUP else spec.layer
 
 
 class BackfillError(ValueError):
@@ -105,7 +110,7 @@ class Plan:
     @property
     def first_layer(self) -> str:
         """The most upstream layer whose run writes one of the rewritten tables."""
-        return min((WRITER_LAYER[spec.key] for spec in self.rewrites), key=LAYERS.index)
+        return min((writer_layer(spec) for spec in self.rewrites), key=LAYERS.index)
 
     def describe(self) -> str:
         """Human-readable lines: the range, the tables rewritten, the files re-ingested."""
@@ -123,10 +128,9 @@ class Plan:
         return "\n".join([*lines, *(f"  {spec.key}" for spec in self.rewrites)])
 
 
-def _gold_targets(target: str) -> list[GoldAggregate]:
-    if target == "gold":
-        return list(GOLD_AGGREGATES)
-    return [gold for gold in GOLD_AGGREGATES if gold.spec.key == target]
+def _gold_targets(settings: Settings, target: str) -> list[GoldFlow]:
+    flows = gold_flows(settings)
+    return [flow for flow in flows if target in ("gold", flow.spec.key)]
 
 
 def _spec(target: str) -> TableSpec:
@@ -142,22 +146,27 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
     target = target.replace(".", "/").rstrip("/")
     if full_refresh:
         if target in ("gold",):
-            return Plan(target, None, None, True, GOLD_GROUP)
-        spec = _spec(target)
+            return Plan(target, None, None, True, gold_group(settings))
+        feeds = downstream(settings)
+        spec = next((s for s in gold_group(settings) if s.key == target), None) or _spec(target)
         if spec in (*RUN_RECORDS, QUALITY_RESULTS):
             raise BackfillError(f"{target} is a record of past runs and checks; it is not rebuilt")
-        if spec.key not in DOWNSTREAM:
+        if spec.key not in feeds:
             raise BackfillError(f"{target}: a full refresh is for the pipeline's tables "
-                                f"({', '.join(DOWNSTREAM)})")
-        return Plan(target, None, None, True, (spec, *DOWNSTREAM[spec.key]))
+                                f"({', '.join(feeds)})")
+        return Plan(target, None, None, True, (spec, *feeds[spec.key]))
     if start is None or end is None:
         raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
     if start >= end:
         raise BackfillError(f"--from {start.isoformat()} is not before --to {end.isoformat()}")
     if target == "gold" or target.startswith("gold/"):
-        golds = _gold_targets(target)
+        golds = _gold_targets(settings, target)
         if not golds:
             raise BackfillError(f"no gold table {target!r}")
+        computed = [g.spec.key for g in golds if g.gold.window is None]
+        if computed:
+            raise BackfillError(f"{', '.join(computed)}: a Python step computes it, with no declared "
+                                "window to recompute a range of; rebuild it with --full-refresh")
         return Plan(target, start, end, False, tuple(g.spec for g in golds))
     if target == BRONZE_EVENTS.key:
         files = landing_files_between(spark, settings, start, end)
@@ -197,28 +206,38 @@ def _predicate(column: str, start: datetime, end: datetime) -> str:
             f"{column} < TIMESTAMP'{end.astimezone(timezone.utc):{fmt}}+00:00'")
 
 
-def recompute_gold(silver: DataFrame, gold: GoldAggregate, watermark: str, start: datetime,
-                   end: datetime) -> DataFrame:
-    """The rows of ``gold`` whose window (or session) starts in ``[start, end)``, from silver."""
-    column = "window_start" if gold.merge_keys else "session_start"
-    # Windows are at most an hour long; a session may have begun long before: all of silver then.
-    events = silver if not gold.merge_keys else silver.where(
-        _range_filter("timestamp", start - timedelta(hours=1), end + timedelta(hours=1)))
-    return (events.transform(gold.aggregate(watermark))
-            .where(_range_filter(column, start, end))
+def _start_column(gold: GoldFlow) -> str:
+    """The gold column a range is cut by: the window's (or session's) start."""
+    assert gold.gold.window is not None, f"{gold.spec.key} has no declared window"
+    return gold.gold.window.bounds[0]
+
+
+def recompute_gold(source: DataFrame, gold: GoldFlow, start: datetime, end: datetime) -> DataFrame:
+    """The rows of ``gold`` whose window (or session) starts in ``[start, end)``, from its input."""
+    window = gold.gold.window
+    assert window is not None, f"{gold.spec.key} has no declared window"
+    rows = source
+    if window.size is not None:
+        # A window holds events of its own span only; a session may have begun long before: all
+        # of the input then.
+        size = timedelta(seconds=parse_duration_seconds(window.size, "window.size",
+                                                        gold.pipeline.file))
+        rows = source.where(_range_filter(window.column, start - size, end + size))
+    return (rows.transform(gold.transform)
+            .where(_range_filter(_start_column(gold), start, end))
             .select(*gold.spec.column_names))
 
 
 def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[str, int]:
     """Replace the windows of the plan's range in each gold table; return rows written per table."""
     assert plan.start is not None and plan.end is not None
-    silver = read_table(spark, SILVER_EVENTS.path(settings))
     written = {}
-    for gold in (g for g in GOLD_AGGREGATES if g.spec in plan.rewrites):
+    for gold in (g for g in gold_flows(settings) if g.spec in plan.rewrites):
         path = gold.spec.path(settings)
         ensure_table(spark, gold.spec, path)
-        column = "window_start" if gold.merge_keys else "session_start"
-        rows = recompute_gold(silver, gold, settings.streaming.watermark, plan.start, plan.end)
+        column = _start_column(gold)
+        rows = recompute_gold(read_table(spark, gold.input.path(settings)), gold, plan.start,
+                              plan.end)
         rows = rows.persist()
         try:
             written[gold.spec.key] = rows.count()
@@ -227,8 +246,8 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
              .save(path))
         finally:
             rows.unpersist()
-        log.info("%s: %d rows of [%s, %s) recomputed from silver", gold.spec.key,
-                 written[gold.spec.key], plan.start, plan.end)
+        log.info("%s: %d rows of [%s, %s) recomputed from %s", gold.spec.key,
+                 written[gold.spec.key], plan.start, plan.end, gold.input.key)
     return written
 
 

@@ -5,6 +5,9 @@ message names the key and the file it came from, so that a scheduler's log says 
 
 Precedence, lowest first: ``conf/base.yaml``, ``conf/<env>.yaml``, the environment variables
 ``MEDALLION_LANDING`` / ``MEDALLION_LAKEHOUSE``, then explicit overrides (the CLI flags).
+
+The same folder's ``pipelines/<name>.yaml`` (with ``<name>.<env>.yaml`` overlays) declares what
+the engine runs; they are loaded and validated with the settings (``Settings.pipelines``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import yaml
 from medallion.redact import has_credentials, is_secret_key, redact_text
 
 if TYPE_CHECKING:
+    from medallion.pipeline.model import GoldSpec, PipelineSpec, TableDecl
     from medallion.quality.spec import QualitySettings
 
 ENV_VAR_ENV = "MEDALLION_ENV"
@@ -34,6 +38,7 @@ ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"
 ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
+PIPELINES_FOLDER = "pipelines"  # <conf_dir>/pipelines/<name>.yaml: the declared pipelines
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$")
 _SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
@@ -109,9 +114,8 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class StreamingSettings:
-    """Options shared by the streaming jobs."""
+    """Options shared by the streaming jobs (event-time watermarks are declared per pipeline)."""
 
-    watermark: str = "10 minutes"
     max_files_per_trigger: int = 1000
     trigger: Trigger = Trigger()
 
@@ -331,6 +335,42 @@ class Settings:
     s3: S3Settings = S3Settings()
     state_store: StateStoreSettings = StateStoreSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    # What the engine runs: every pipeline of <conf_dir>/pipelines, with the environment's
+    # overlays, validated (never empty once loaded by load_settings).
+    pipelines: tuple[PipelineSpec, ...] = ()
+
+    def pipeline(self, name: str) -> PipelineSpec:
+        """The declared pipeline called ``name``; KeyError naming the known ones if there is none."""
+        for spec in self.pipelines:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no pipeline {name!r} (pipelines: {', '.join(p.name for p in self.pipelines)})")
+
+    def declared_table(self, key: str) -> tuple[PipelineSpec, TableDecl]:
+        """The table ``<layer>/<name>`` (or ``<layer>.<name>``) a pipeline declares, with that pipeline.
+
+        KeyError when no pipeline writes it (engine tables such as ``quality/results`` are not
+        declared).
+        """
+        for spec in self.pipelines:
+            try:
+                return spec, spec.table(key)
+            except KeyError:
+                continue
+        raise KeyError(f"no declared table {key!r}")
+
+    def gold_specs(self) -> tuple[tuple[PipelineSpec, GoldSpec], ...]:
+        """Every declared gold table with its pipeline, pipelines in name order, tables as declared."""
+        return tuple((spec, gold) for spec in self.pipelines for gold in spec.gold)
+
+    def gold_spec(self, key: str) -> tuple[PipelineSpec, GoldSpec]:
+        """The gold table ``gold/<name>`` and its pipeline; KeyError naming the declared ones."""
+        wanted = key.replace(".", "/", 1)
+        for spec, gold in self.gold_specs():
+            if gold.key == wanted:
+                return spec, gold
+        known = ", ".join(gold.key for _, gold in self.gold_specs())
+        raise KeyError(f"no declared gold table {key!r} (declared: {known})")
 
     @property
     def uses_kafka(self) -> bool:
@@ -856,10 +896,14 @@ def load_settings(
     )
 
     stream_section = reader.section("streaming", {"watermark", "max_files_per_trigger", "trigger"})
-    watermark = reader.string(stream_section, "streaming.watermark", "10 minutes")
-    parse_duration_seconds(watermark, "streaming.watermark", source.of("streaming.watermark"))
+    if "watermark" in stream_section:
+        # Known, so that a configuration written before the declarations is told where it went
+        # rather than having its lateness silently ignored.
+        raise ConfigError("streaming.watermark", source.of("streaming.watermark"),
+                          f"the event-time watermark is declared per pipeline now: set `watermark` "
+                          f"in {directory / PIPELINES_FOLDER}/<name>.yaml, or in its "
+                          f"<name>.{env}.yaml overlay for this environment, and remove this key")
     streaming = StreamingSettings(
-        watermark=watermark,
         max_files_per_trigger=reader.positive_int(
             stream_section, "streaming.max_files_per_trigger", 1000),
         trigger=Trigger.parse(trigger, "--trigger") if trigger else Trigger.parse(
@@ -887,7 +931,42 @@ def load_settings(
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
                     catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
                     kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source),
-                    state_store=_state_store(reader), maintenance=_maintenance(reader))
+                    state_store=_state_store(reader), maintenance=_maintenance(reader),
+                    pipelines=load_declared_pipelines(directory, env))
+
+
+def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...]:
+    """Every pipeline of ``<conf_dir>/pipelines`` with ``env``'s overlays, loaded and validated.
+
+    A configuration folder is its settings and its pipelines: a folder without ``pipelines/`` (or
+    with no ``<name>.yaml`` in it) is refused, since the engine would otherwise run nothing and
+    say nothing. Two pipelines may not write one table. Errors name the key and the file
+    (:class:`~medallion.pipeline.errors.PipelineError` is a :class:`ConfigError`).
+    """
+    # Imported here: the pipeline package imports this module (ConfigError, durations).
+    from medallion.pipeline.load import load_pipelines, pipeline_files
+    from medallion.pipeline.validate import validate
+
+    folder = conf_dir / PIPELINES_FOLDER
+    if not folder.is_dir():
+        raise ConfigError("<folder>", str(folder),
+                          f"no pipelines folder: a configuration folder holds base.yaml, its overlays "
+                          f"and {PIPELINES_FOLDER}/<name>.yaml, one file per pipeline (copy the "
+                          f"project's conf/{PIPELINES_FOLDER}/ beside your base.yaml)")
+    if not pipeline_files(conf_dir):
+        raise ConfigError("<folder>", str(folder),
+                          "declares no pipeline: add one <name>.yaml (see docs/pipelines.md)")
+    specs = load_pipelines(conf_dir, env)
+    writers: dict[str, str] = {}
+    for spec in specs:
+        _, tables = validate(spec)
+        for table in tables:
+            if table.key in writers:
+                raise ConfigError(table.declared_at or table.key, spec.file,
+                                  f"{table.key} is also written by pipeline {writers[table.key]}: "
+                                  "a table has one writer")
+            writers[table.key] = spec.name
+    return specs
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

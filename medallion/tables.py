@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pyspark.sql.types import StructType
 
 from medallion.config import Settings
+from medallion.pipeline.model import TableDecl
 
 AMOUNT_TYPE = "DECIMAL(18,4)"
 TOTAL_TYPE = "DECIMAL(28,4)"  # what Spark's sum() of AMOUNT_TYPE returns
@@ -52,6 +53,11 @@ class TableSpec:
         schema = StructType.fromDDL(self.schema_ddl)
         assert isinstance(schema, StructType)
         return schema
+
+    @classmethod
+    def from_decl(cls, decl: TableDecl) -> TableSpec:
+        """The spec of a table a pipeline declares (same path, checkpoint and catalog name)."""
+        return cls(decl.layer.value, decl.name, decl.schema_ddl, decl.doc.comment)
 
     def path(self, settings: Settings) -> str:
         """Location of the table's Delta log and files."""

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Settings, load_settings
 from medallion.infra.s3proxy import S3ProxyServer
 from medallion.s3 import s3_client
+from tests.conf_support import copy_base_conf
 
 REPO = Path(__file__).resolve().parent.parent
 _BUCKET_SEQUENCE = itertools.count(1)
@@ -73,8 +74,7 @@ def write_overlay(conf_dir: Path, env: str, overlay: dict[str, Any]) -> Path:
     a local lakehouse, and these lakehouses are on S3.
     """
     overlay = {"catalog": {"metastore": "in-memory"}, **overlay}
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "conf" / "base.yaml", conf_dir / "base.yaml")
+    copy_base_conf(conf_dir)
     (conf_dir / f"{env}.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
     return conf_dir
 

@@ -1,1 +1,1 @@
-"""Gold: windowed aggregates of silver events that analysts query."""
+"""Gold: windowed aggregates that analysts query, compiled from the pipelines' declarations."""

@@ -1,28 +1,25 @@
-"""The gold job: one streaming aggregation of silver per gold table.
+"""The gold job: one streaming aggregation per declared gold table, of every pipeline.
 
-Tables whose open windows analysts need are kept by update-mode aggregation, each micro-batch's
-updated windows MERGEd into the table with Delta transaction ids (a replayed batch is skipped).
-Session windows can only be emitted in append mode, so closed sessions are appended, also inside
-``foreachBatch`` (where the quality gate runs), with the transaction id the streaming Delta sink
-itself used (query id, batch id), so a checkpoint written by the sink carries on exactly once.
+Each gold table of ``conf/pipelines/<name>.yaml`` is compiled into a pure transform
+(:mod:`medallion.gold.compile`) that reads the table's declared input. Tables whose open windows
+analysts need (mode update) are kept by update-mode aggregation, each micro-batch's updated
+windows MERGEd into the table on the declaration's keys with Delta transaction ids (a replayed
+batch is skipped). Closed windows (mode append, the only one Spark allows for sessions) are
+appended, also inside ``foreachBatch`` (where the quality gate runs), with the transaction id the
+streaming Delta sink itself used (query id, batch id), so a checkpoint written by the sink carries
+on exactly once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.gold.transforms import (
-    Transform,
-    aggregate_event_counts_5m,
-    aggregate_segment_revenue_1h,
-    aggregate_user_activity_sliding,
-    aggregate_user_sessions,
-)
+from medallion.gold.compile import Transform, compile_gold
+from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
     append_batch,
@@ -35,40 +32,40 @@ from medallion.sinks.delta import (
 )
 from medallion.sources.delta import read_table_stream
 from medallion.streaming import RunningQuery, failing_as
-from medallion.tables import (
-    GOLD_EVENT_COUNTS_5M,
-    GOLD_SEGMENT_REVENUE_1H,
-    GOLD_USER_ACTIVITY_SLIDING,
-    GOLD_USER_SESSIONS,
-    QUALITY_RESULTS,
-    SILVER_EVENTS,
-    TableSpec,
-    quarantine_of,
-)
+from medallion.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class GoldAggregate:
-    """A gold table, the aggregation that feeds it, and how it is written.
+class GoldFlow:
+    """A declared gold table, its input, the transform that feeds it, and how it is written.
 
-    ``merge_keys`` set: update mode, MERGE on those keys (open windows kept up to date).
-    ``merge_keys`` empty: append mode, closed windows only.
+    ``merge_keys`` set (mode update): update-mode aggregation, MERGE on those keys (open windows
+    kept up to date). ``merge_keys`` empty (mode append): closed windows only, appended.
     """
 
+    pipeline: PipelineSpec
+    gold: GoldSpec
     spec: TableSpec
-    aggregate: Callable[[str], Transform]
-    merge_keys: tuple[str, ...] = ()
+    input: TableSpec
+    transform: Transform
+
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        """The MERGE keys the declaration derives (window bounds and grouping columns)."""
+        return self.gold.merge_keys
 
 
-GOLD_AGGREGATES: tuple[GoldAggregate, ...] = (
-    GoldAggregate(GOLD_EVENT_COUNTS_5M, aggregate_event_counts_5m, ("window_start", "event_type")),
-    GoldAggregate(GOLD_USER_ACTIVITY_SLIDING, aggregate_user_activity_sliding,
-                  ("window_start", "user_id")),
-    GoldAggregate(GOLD_USER_SESSIONS, aggregate_user_sessions),
-    GoldAggregate(GOLD_SEGMENT_REVENUE_1H, aggregate_segment_revenue_1h, ("window_start", "segment")),
-)
+def gold_flow(pipeline: PipelineSpec, gold: GoldSpec) -> GoldFlow:
+    """The flow of one declared gold table (no Spark needed until the transform runs)."""
+    return GoldFlow(pipeline, gold, TableSpec.from_decl(pipeline.table(gold.key)),
+                    TableSpec.from_decl(pipeline.table(gold.input)), compile_gold(pipeline, gold))
+
+
+def gold_flows(settings: Settings) -> tuple[GoldFlow, ...]:
+    """Every declared gold table of every pipeline, in declaration order."""
+    return tuple(gold_flow(pipeline, gold) for pipeline, gold in settings.gold_specs())
 
 
 @dataclass
@@ -117,8 +114,7 @@ class UpsertWriter:
         log.info("%s batch %d: %d rows written", self.table.key, batch_id, rows)
 
 
-def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
-           gold: GoldAggregate) -> RunningQuery:
+def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
     # Every gold aggregation keeps windows or sessions in its state store.
@@ -131,8 +127,8 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
     if any(e.severity.value == "drop" for e in expectations):
         ensure_table(spark, quarantine, quarantine.path(settings))
     aggregated = read_table_stream(
-        spark, SILVER_EVENTS.path(settings), settings.streaming.max_files_per_trigger
-    ).transform(gold.aggregate(settings.streaming.watermark))
+        spark, gold.input.path(settings), settings.streaming.max_files_per_trigger
+    ).transform(gold.transform)
     writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings))
@@ -143,13 +139,15 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger,
 
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start bringing every gold table up to date with what is new in silver/events."""
-    with failing_as(SILVER_EVENTS.key):
-        for table in (SILVER_EVENTS, QUALITY_RESULTS):
+    """Start bringing every declared gold table up to date with what is new in its input."""
+    flows = gold_flows(settings)
+    inputs = {flow.input.key: flow.input for flow in flows}
+    for table in (*inputs.values(), QUALITY_RESULTS):
+        with failing_as(table.key):
             ensure_table(spark, table, table.path(settings),
                          settings.catalog.tables.get(table.qualified_name))
     started = []
-    for gold in GOLD_AGGREGATES:
+    for gold in flows:
         with failing_as(gold.spec.key):
             started.append(_start(spark, settings, trigger, gold))
     return started

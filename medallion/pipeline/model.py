@@ -94,7 +94,7 @@ class AggregateFunction(str, Enum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
-    COUNT_DISTINCT = "count_distinct"  # exact; a streaming engine may need approx_count_distinct
+    COUNT_DISTINCT = "count_distinct"  # exact: the size of the set of values (state holds them)
     APPROX_COUNT_DISTINCT = "approx_count_distinct"
 
 

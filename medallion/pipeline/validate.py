@@ -10,8 +10,9 @@
 * silver: raw fields (CSV and Parquet: the declared columns; JSON: any), types and formats, rules
   and expressions over known columns (parsed with sqlglot), the deduplication key and event time
   among the table's columns, enrichments matching their dimension, kept input columns;
-* gold: filter, grouping and aggregate columns among the input's, the window over a timestamp,
-  aggregates valid for their column's type, the output mode possible for the window;
+* gold: an input a stream can read (not a table kept by MERGE), filter, grouping and aggregate
+  columns among the input's, the window over a timestamp, aggregates valid for their column's
+  type, the output mode possible for the window;
 * Python steps (``module:function``): importable and callable, without being called;
 * comments and expectations: the columns they name exist.
 """
@@ -289,6 +290,11 @@ def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
                 known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
     key = f"gold.{gold.name}"
     source = known[gold.input]
+    if source.mode is OutputMode.UPDATE:
+        # A Delta stream reads appends only: a MERGE into its input stops the query.
+        raise check.fail(f"{key}.input", f"{gold.input} is kept up to date in place (mode update), "
+                                         "which a stream cannot read; read its input instead, or "
+                                         "declare it mode append")
     available = source.column_names
     what = f"the columns of {gold.input}"
     if gold.filter is not None:

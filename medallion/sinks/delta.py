@@ -189,8 +189,12 @@ def append_batch(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
 def upsert_batch(
     df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int
 ) -> None:
-    """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once."""
-    condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+    """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once.
+
+    Keys compare null-safe (``<=>``): a group whose key is null (a declared grouping column with
+    no value) is one row, updated in place, not a new row at every update.
+    """
+    condition = " AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys)
     spark = df.sparkSession
     with _transaction(spark, app_id, batch_id):
         (

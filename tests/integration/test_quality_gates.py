@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -32,7 +31,8 @@ from medallion.tables import (
     SILVER_QUARANTINE,
     quarantine_of,
 )
-from tests.conftest import REPO, make_settings
+from tests.conf_support import copy_base_conf
+from tests.conftest import make_settings
 
 NOW = Trigger.parse("available-now")
 
@@ -106,8 +106,7 @@ def test_warn_records_drop_quarantines_and_the_accounting_holds(
 
 def _conf_with(tmp_path: Path, overlays: dict[str, str]) -> Path:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     for env, text in overlays.items():
         (conf / f"{env}.yaml").write_text(text, encoding="utf-8")
     return conf

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import ssl
 import stat
@@ -30,6 +29,7 @@ from deltalake import write_deltalake
 from medallion import thrift
 from medallion.config import Settings, load_settings
 from medallion.tables import GOLD_EVENT_COUNTS_5M
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
 BEELINE = Path(pyspark.__file__).parent / "bin" / "beeline"
@@ -85,8 +85,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     _keytool("-importcert", "-noprompt", "-alias", "thrift", "-file", str(ca_file),
              "-storetype", "PKCS12", "-keystore", str(truststore), "-storepass", TRUST_PASSWORD)
     conf = root / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(
         f"thrift: {{tls: true, keystore: '{keystore}', keystore_password_env: {PASSWORD_ENV}}}\n")
     settings = load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),

@@ -17,7 +17,7 @@ from medallion.maintenance import RetentionError, check_retention, maintain
 from medallion.runner import Layer, run_pipeline
 from medallion.status import collect_status
 from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, SILVER_QUARANTINE
-from tests.conftest import REPO
+from tests.conf_support import copy_base_conf
 from tests.reference import Lakehouse, read_lines, read_segments
 
 START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
@@ -102,8 +102,7 @@ def test_vacuum_refuses_an_unsafe_retention(spark: SparkSession, settings: Setti
     check_retention(0, allow_short=True)
     # The command refuses before Spark starts, even when the configuration asks for it.
     conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text("maintenance:\n  vacuum_retention: 1 day\n")
     assert main(["maintain", "--conf-dir", str(conf), "--lakehouse", str(tmp_path / "lh")]) == 2
     assert main(["maintain", "--conf-dir", str(conf), "--lakehouse", str(tmp_path / "lh"),

@@ -19,7 +19,8 @@ from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
 from medallion.tables import SILVER_EVENTS
-from tests.conftest import REPO, make_settings
+from tests.conf_support import copy_base_conf
+from tests.conftest import make_settings
 
 # Where the runs are killed: as soon as the query's checkpoint has planned its second batch
 # (offsets/1 written, commits/1 not yet), and for silver a moment later, while that batch writes.
@@ -31,8 +32,7 @@ KILL_POINTS = (("bronze/events", 0.0), ("silver/events", 1.0), ("gold/event_coun
 def conf_with_small_batches(root: Path) -> Path:
     """A configuration whose streams take one file per micro-batch: many commit points to hit."""
     conf = root / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     # Spark's in-memory catalog: the runs here do not need Derby's, which takes seconds to boot.
     (conf / "local.yaml").write_text(
         "spark:\n  shuffle_partitions: 1\nstreaming:\n  max_files_per_trigger: 1\n"

@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from medallion.produce import send_lines
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import JobError
-from tests.conftest import REPO, make_settings
+from tests.conf_support import copy_base_conf
+from tests.conftest import make_settings
 from tests.kafka_broker import Broker
 
 pytestmark = pytest.mark.slow
@@ -31,8 +32,7 @@ def _lines(prefix: str, count: int) -> list[str]:
 def _conf_dir(root: Path, broker: Broker, topic: str, **kafka: object) -> Path:
     """A conf dir: the repo's base.yaml plus a local overlay pointing at the test's topic."""
     conf = root / "conf"
-    conf.mkdir()
-    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(conf)
     lines = ["spark:", "  master: local[1]", "sources:", "  events_kind: kafka", "kafka:",
              f"  bootstrap_servers: {broker.bootstrap}", f"  topics: [{topic}]"]
     lines += [f"  {key}: {value}" for key, value in kafka.items() if key != "client_options"]

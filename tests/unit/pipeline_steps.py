@@ -1,4 +1,4 @@
-"""Python steps the pipeline fixtures name (``module:function``): imported, never called, by unit tests."""
+"""Python steps the pipeline fixtures and tests name (``module:function``)."""
 
 from __future__ import annotations
 
@@ -10,3 +10,11 @@ NOT_CALLABLE = 42
 def passthrough(frame: Any) -> Any:
     """A DataFrame -> DataFrame step that changes nothing."""
     return frame
+
+
+def daily_buyers(frame: Any) -> Any:
+    """A gold step: distinct buyers per UTC day, as INT (the declaration makes it BIGINT)."""
+    from pyspark.sql import functions as F
+
+    return (frame.groupBy(F.to_date("timestamp").alias("day"))
+            .agg(F.size(F.collect_set("user_id")).alias("buyers")))

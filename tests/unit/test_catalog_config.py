@@ -8,13 +8,13 @@ import pytest
 
 from medallion.config import ConfigError, Metastore, ThriftAuth, load_settings
 from medallion.tables import GOLD_EVENT_COUNTS_5M, SILVER_QUARANTINE, column_names
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
 
 
 def _conf(tmp_path: Path, local: str) -> Path:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(local)
     return conf
 

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from medallion.cli import main
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
 
 def test_backfill_checks_expectation_arguments_before_spark_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(
         "quality:\n  tables:\n    gold/user_sessions:\n      event_count_positive:\n"
         "        kwargs: {column: event_count, min_value: lots}\n", encoding="utf-8")
@@ -30,8 +29,7 @@ def test_backfill_checks_expectation_arguments_before_spark_starts(
 
 def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> None:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(
         "sources:\n  events: clicks/incoming\n  customers: crm\n", encoding="utf-8")
     landing = tmp_path / "landing"

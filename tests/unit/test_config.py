@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, Trigger, TriggerKind, load_settings
+from tests.conf_support import copy_pipelines
 from tests.conftest import REPO
 
 
 def write_conf(tmp_path: Path, base: str, **overlays: str) -> Path:
     conf = tmp_path / "conf"
-    conf.mkdir(parents=True)
+    copy_pipelines(conf)  # a conf folder without its pipelines is refused
     (conf / "base.yaml").write_text(base)
     for env, text in overlays.items():
         (conf / f"{env}.yaml").write_text(text)
@@ -56,10 +57,10 @@ def test_an_unknown_key_is_named_with_its_file(tmp_path: Path) -> None:
 
 
 def test_a_bad_value_is_named_with_the_file_it_came_from(tmp_path: Path) -> None:
-    conf = write_conf(tmp_path, BASE, local="streaming:\n  watermark: ten minutes\n")
+    conf = write_conf(tmp_path, BASE, local="streaming:\n  trigger: processing-time=soon\n")
     with pytest.raises(ConfigError) as error:
         load_settings(env="local", conf_dir=conf)
-    assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "local.yaml"))
+    assert (error.value.key, error.value.source) == ("trigger", str(conf / "local.yaml"))
 
     conf2 = write_conf(tmp_path / "b", BASE.replace("10", "0"), local="")
     with pytest.raises(ConfigError) as error:
@@ -110,3 +111,82 @@ def test_the_cli_rejects_bad_configuration_before_spark_starts(
     assert main(["run", "all", "--conf-dir", str(conf)]) == 2
     err = capsys.readouterr().err
     assert "spark.shuffle_partitions" in err and str(conf / "local.yaml") in err
+
+
+def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="", prod="catalog:\n  metastore: in-memory\n")
+    (conf / "pipelines" / "events.prod.yaml").write_text("watermark: 30 minutes\n")
+    local, prod = (load_settings(env=env, conf_dir=conf) for env in ("local", "prod"))
+    assert [p.name for p in local.pipelines] == ["events"]
+    assert (local.pipeline("events").watermark, prod.pipeline("events").watermark) == (
+        "10 minutes", "30 minutes")
+    pipeline, gold = prod.gold_spec("gold.segment_revenue_1h")
+    assert (pipeline.name, gold.input, gold.merge_keys) == (
+        "events", "silver/events", ("window_start", "window_end", "segment"))
+    assert [g.key for _, g in local.gold_specs()] == [
+        "gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
+        "gold/segment_revenue_1h"]
+    assert local.declared_table("silver/events")[1].column_names[:3] == (
+        "event_id", "user_id", "event_type")
+    with pytest.raises(KeyError, match="gold/nope.*declared: gold/event_counts_5m"):
+        local.gold_spec("gold/nope")
+    with pytest.raises(KeyError, match="quality/results"):
+        local.declared_table("quality/results")  # an engine table, declared by no pipeline
+
+
+def test_a_conf_folder_without_pipelines_is_refused_before_spark(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "base.yaml").write_text(BASE)
+    (conf / "local.yaml").write_text("")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert (error.value.key, error.value.source) == ("<folder>", str(conf / "pipelines"))
+    assert "no pipelines folder" in str(error.value)
+
+    (conf / "pipelines").mkdir()
+    (conf / "pipelines" / "events.local.yaml").write_text("watermark: 5 minutes\n")  # an overlay only
+    with pytest.raises(ConfigError, match="declares no pipeline"):
+        load_settings(env="local", conf_dir=conf)
+
+
+def test_an_invalid_pipeline_fails_settings_naming_key_and_file(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="")
+    events = conf / "pipelines" / "events.yaml"
+    events.write_text(events.read_text().replace(
+        "total_amount: {function: sum, column: amount, default: 0}",
+        "total_amount: {function: sum, column: amout, default: 0}", 1))
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert (error.value.key, error.value.source) == (
+        "gold.event_counts_5m.aggregates.total_amount.column", str(events))
+    assert "unknown column 'amout'" in str(error.value)
+    # An overlay's bad value names the overlay.
+    events.write_text((REPO / "conf" / "pipelines" / "events.yaml").read_text())
+    (conf / "pipelines" / "events.local.yaml").write_text(
+        "gold:\n  user_sessions:\n    window: {kind: session, gap: 5 minutes, column: user_id}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert (error.value.key, error.value.source) == (
+        "gold.user_sessions.window.column", str(conf / "pipelines" / "events.local.yaml"))
+
+
+def test_two_pipelines_may_not_write_one_table(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, local="")
+    (conf / "pipelines" / "clicks.yaml").write_text(
+        (conf / "pipelines" / "events.yaml").read_text())
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert "bronze/events is also written by pipeline clicks" in str(error.value)
+    assert error.value.source == str(conf / "pipelines" / "events.yaml")
+
+
+def test_the_former_streaming_watermark_says_where_the_watermark_is_declared_now(
+        tmp_path: Path) -> None:
+    conf = write_conf(tmp_path, BASE, prod="streaming:\n  watermark: 30 minutes\n"
+                                            "catalog:\n  metastore: in-memory\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="prod", conf_dir=conf)
+    assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "prod.yaml"))
+    assert f"set `watermark` in {conf / 'pipelines'}/<name>.yaml, or in its <name>.prod.yaml" in str(
+        error.value)

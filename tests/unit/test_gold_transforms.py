@@ -1,4 +1,8 @@
-"""Gold's aggregates on static frames, with events placed on window and session boundaries."""
+"""Gold's aggregates on static frames, with events placed on window and session boundaries.
+
+The transforms are compiled from ``conf/pipelines/events.yaml`` (the engine's own); the expected
+rows are computed by hand.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ from decimal import Decimal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.gold.transforms import (
-    aggregate_event_counts_5m,
-    aggregate_segment_revenue_1h,
-    aggregate_user_activity_sliding,
-    aggregate_user_sessions,
-)
+from medallion.gold.compile import Transform, compile_gold
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.validate import validate
+from tests.conftest import REPO
 
-WATERMARK = "10 minutes"
+
+def compiled(name: str) -> Transform:
+    """The transform of ``gold/<name>`` as the engine compiles it from the events declaration."""
+    (events,) = load_pipelines(REPO / "conf", "local")
+    validate(events)
+    return compile_gold(events, next(g for g in events.gold if g.name == name))
 
 
 def at(hms: str) -> datetime:
@@ -51,7 +58,7 @@ def test_tumbling_5m_windows_are_closed_at_start_and_open_at_end(spark: SparkSes
         "window_start TIMESTAMP, window_end TIMESTAMP, event_type STRING, event_count BIGINT, "
         "total_amount DECIMAL(28,4)",
     )
-    assertDataFrameEqual(silver.transform(aggregate_event_counts_5m(WATERMARK)), expected)
+    assertDataFrameEqual(silver.transform(compiled("event_counts_5m")), expected)
 
 
 def test_sliding_windows_count_each_event_twice(spark: SparkSession) -> None:
@@ -69,7 +76,7 @@ def test_sliding_windows_count_each_event_twice(spark: SparkSession) -> None:
          (at("10:05:00"), at("10:15:00"), "u2", 1)],
         "window_start TIMESTAMP, window_end TIMESTAMP, user_id STRING, event_count BIGINT",
     )
-    assertDataFrameEqual(silver.transform(aggregate_user_activity_sliding(WATERMARK)), expected)
+    assertDataFrameEqual(silver.transform(compiled("user_activity_sliding")), expected)
 
 
 def test_sessions_end_at_the_last_event_plus_the_gap(spark: SparkSession) -> None:
@@ -89,7 +96,7 @@ def test_sessions_end_at_the_last_event_plus_the_gap(spark: SparkSession) -> Non
         "user_id STRING, session_start TIMESTAMP, session_end TIMESTAMP, event_count BIGINT, "
         "total_amount DECIMAL(28,4)",
     )
-    assertDataFrameEqual(silver.transform(aggregate_user_sessions(WATERMARK)), expected)
+    assertDataFrameEqual(silver.transform(compiled("user_sessions")), expected)
 
 
 def test_segment_revenue_counts_purchases_only(spark: SparkSession) -> None:
@@ -107,4 +114,4 @@ def test_segment_revenue_counts_purchases_only(spark: SparkSession) -> None:
         "window_start TIMESTAMP, window_end TIMESTAMP, segment STRING, purchase_count BIGINT, "
         "revenue DECIMAL(28,4)",
     )
-    assertDataFrameEqual(silver.transform(aggregate_segment_revenue_1h(WATERMARK)), expected)
+    assertDataFrameEqual(silver.transform(compiled("segment_revenue_1h")), expected)

@@ -13,13 +13,12 @@ from medallion.sources.kafka import (
     kafka_client_options,
 )
 from medallion.spark import kafka_packages
-from tests.conftest import REPO
+from tests.conf_support import copy_base_conf
 
 
 def _conf(tmp_path: Path, overlay: str) -> Path:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(overlay)
     return conf
 

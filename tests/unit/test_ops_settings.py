@@ -10,13 +10,13 @@ import pytest
 from medallion.config import ConfigError, load_settings
 from medallion.spark import DELTA_CONF
 from medallion.submit import format_command, submit_argv
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
 
 def conf_dir(tmp_path: Path, overlay: str) -> Path:
     folder = tmp_path / "conf"
-    folder.mkdir()
-    (folder / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(folder)
     (folder / "local.yaml").write_text(overlay)
     return folder
 

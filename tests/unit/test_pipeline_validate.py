@@ -193,6 +193,19 @@ def test_python_step_that_is_not_callable(tmp_path: Path, events_tree: Tree) -> 
     _names(error, "gold.user_sessions.python", _file(tmp_path))
 
 
+def test_a_gold_table_cannot_stream_from_a_table_kept_by_merge(tmp_path: Path,
+                                                                events_tree: Tree) -> None:
+    def change(tree: Tree) -> None:
+        tree["gold"]["hourly_counts"] = {
+            "input": "gold/event_counts_5m", "mode": "append",
+            "window": {"kind": "tumbling", "size": "1 hour", "column": "window_start"},
+            "aggregates": {"windows": {"function": "count"}}}
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "gold.hourly_counts.input", _file(tmp_path))
+    assert "gold/event_counts_5m is kept up to date in place (mode update)" in str(error)
+
+
 def test_unknown_key(tmp_path: Path, events_tree: Tree) -> None:
     def change(tree: Tree) -> None:
         tree["silver"]["events"]["dedupe"] = tree["silver"]["events"]["dedup"]

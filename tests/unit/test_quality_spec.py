@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from medallion.config import ConfigError, load_settings
 from medallion.quality.spec import Severity, check_expectations
+from tests.conf_support import copy_base_conf
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _conf(tmp_path: Path, overlay: str) -> Path:
     conf = tmp_path / "conf"
-    conf.mkdir()
-    shutil.copy(REPO / "conf" / "base.yaml", conf / "base.yaml")
+    copy_base_conf(conf)
     (conf / "test.yaml").write_text(overlay, encoding="utf-8")
     return conf
 

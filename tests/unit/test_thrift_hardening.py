@@ -12,13 +12,13 @@ import pytest
 from medallion import thrift
 from medallion.cli import main
 from medallion.config import ConfigError, SaslQop, load_settings
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
 
 
 def _load(tmp_path: Path, local: str):  # type: ignore[no-untyped-def]
     conf = tmp_path / "conf"
-    conf.mkdir(exist_ok=True)
-    (conf / "base.yaml").write_text((REPO / "conf" / "base.yaml").read_text())
+    copy_base_conf(conf)
     (conf / "local.yaml").write_text(local)
     return load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "l"),
                          lakehouse=str(tmp_path / "h"))

@@ -1,0 +1,138 @@
+"""Gold tables compiled from their declaration: ``GoldSpec`` -> ``DataFrame -> DataFrame``.
+
+The same transform runs on a stream (the gold job) and on a static frame (tests, backfill's
+recomputation). For a declared aggregate it is: the watermark on the window's column, the
+``filter``, a group per window (tumbling or sliding ``window``, ``session_window``) and grouping
+columns, the aggregates, then the columns in the order and with the types that
+:meth:`~medallion.pipeline.model.PipelineSpec.gold_fields` derives (the table's schema). Window
+bounds follow Spark's: a window is ``[start, end)``, a session ends at its last event plus the gap.
+
+Aggregates, as Spark computes them in a streaming aggregation:
+
+* ``count``: rows (no column) or non-null values of the column;
+* ``sum``, ``min``, ``max``, ``avg``: nulls ignored; ``default`` replaces a null result (no value);
+  the result is cast to the derived type (``sum`` of ``DECIMAL(p,s)`` is ``DECIMAL(p+10,s)``);
+* ``count_distinct``: exact, as the size of the set of non-null values (Spark refuses distinct
+  aggregates on streams, a set is allowed): the state holds each window's distinct values;
+* ``approx_count_distinct``: HyperLogLog++, a fixed-size state per window.
+
+A Python step (``python: module:function``) is given the input, with the watermark on its event
+time and after ``filter``, and returns the declared ``columns``; they are selected in order and
+cast to their declared types, so the table's schema holds whatever the function returns.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from medallion.pipeline.model import (
+    AggregateFunction,
+    AggregateSpec,
+    Field,
+    GoldSpec,
+    PipelineSpec,
+    WindowKind,
+    WindowSpec,
+)
+
+Transform = Callable[[DataFrame], DataFrame]
+
+_WINDOW = "__window"  # the window struct's column between the grouping and the final select
+
+
+def gold_fields(pipeline: PipelineSpec, gold: GoldSpec) -> tuple[Field, ...]:
+    """The gold table's columns, as the declaration derives them."""
+    return pipeline.table(gold.key).fields
+
+
+def load_step(step: str) -> Callable[[DataFrame], DataFrame]:
+    """The function a ``module:function`` step names (validation checked that it imports)."""
+    module_name, _, name = step.partition(":")
+    function = getattr(importlib.import_module(module_name), name)
+    if not callable(function):
+        raise TypeError(f"{step} is not callable (a DataFrame -> DataFrame function)")
+    return function
+
+
+def _window_column(window: WindowSpec) -> Column:
+    if window.kind is WindowKind.SESSION:
+        assert window.gap is not None
+        return F.session_window(window.column, window.gap)
+    assert window.size is not None
+    if window.kind is WindowKind.SLIDING:
+        assert window.slide is not None
+        return F.window(window.column, window.size, window.slide)
+    return F.window(window.column, window.size)
+
+
+def _aggregate(aggregate: AggregateSpec, result: Field) -> Column:
+    """The aggregate's column, typed as the table declares it."""
+    function, column = aggregate.function, aggregate.column
+    if function is AggregateFunction.COUNT:
+        value = F.count(F.lit(1)) if column is None else F.count(column)
+    elif function is AggregateFunction.COUNT_DISTINCT:
+        assert column is not None
+        value = F.size(F.collect_set(column))  # collect_set drops nulls, as COUNT(DISTINCT) does
+    elif function is AggregateFunction.APPROX_COUNT_DISTINCT:
+        assert column is not None
+        value = F.approx_count_distinct(column)
+    else:
+        assert column is not None
+        value = {AggregateFunction.SUM: F.sum, AggregateFunction.MIN: F.min,
+                 AggregateFunction.MAX: F.max, AggregateFunction.AVG: F.avg}[function](column)
+    if aggregate.default is not None:
+        value = F.coalesce(value, F.lit(aggregate.default).cast(str(result.type)))
+    return value.cast(str(result.type)).alias(aggregate.name)
+
+
+def _event_time(pipeline: PipelineSpec, gold: GoldSpec) -> str | None:
+    silver = next((s for s in pipeline.silver if s.key == gold.input), None)
+    return silver.event_time if silver is not None else None
+
+
+def compile_gold(pipeline: PipelineSpec, gold: GoldSpec) -> Transform:
+    """The transform that computes ``gold`` from its input table (a stream or a static frame)."""
+    watermark = pipeline.watermark_of(gold)
+    fields = gold_fields(pipeline, gold)
+    if gold.python is not None:
+        return _python_transform(gold, fields, _event_time(pipeline, gold), watermark)
+    window = gold.window
+    assert window is not None, f"{gold.key}: a declared aggregate has a window (validated)"
+    by_name = {f.name: f for f in fields}
+    start, end = window.bounds
+
+    def aggregate(rows: DataFrame) -> DataFrame:
+        watermarked = rows.withWatermark(window.column, watermark)
+        if gold.filter is not None:
+            watermarked = watermarked.where(F.expr(gold.filter))
+        grouped = watermarked.groupBy(_window_column(window).alias(_WINDOW), *gold.group_by)
+        aggregated = grouped.agg(*(_aggregate(a, by_name[a.name]) for a in gold.aggregates))
+        columns = {start: F.col(f"{_WINDOW}.start"), end: F.col(f"{_WINDOW}.end")}
+        return aggregated.select(*(columns[f.name].alias(f.name) if f.name in columns else F.col(f.name)
+                                   for f in fields))
+
+    return aggregate
+
+
+def _python_transform(gold: GoldSpec, fields: tuple[Field, ...], event_time: str | None,
+                      watermark: str) -> Transform:
+    assert gold.python is not None
+    step = load_step(gold.python)
+
+    def transform(rows: DataFrame) -> DataFrame:
+        if event_time is not None:
+            rows = rows.withWatermark(event_time, watermark)
+        if gold.filter is not None:
+            rows = rows.where(F.expr(gold.filter))
+        result = step(rows)
+        missing = [f.name for f in fields if f.name not in result.columns]
+        if missing:
+            raise ValueError(f"{gold.key}: the Python step {gold.python} returned no column "
+                             f"{', '.join(missing)} (it returned {', '.join(result.columns)})")
+        return result.select(*(F.col(f.name).cast(str(f.type)).alias(f.name) for f in fields))
+
+    return transform
