@@ -375,11 +375,9 @@ def _infra(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.spark import build_session
     from medallion.status import collect_status, format_status
 
-    spark = build_session(settings)
-    statuses = collect_status(spark, settings)
+    statuses = collect_status(settings)  # delta-rs: no Spark
     print(format_status(statuses))
     return 1 if any(s.last_run_succeeded is False for s in statuses) else 0
 
@@ -519,6 +517,7 @@ def configure_logging(verbose: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
+    from medallion.deltaread import DeltaReadError
     from medallion.errors import JobError
     from medallion.infra.provision import ProvisionError
     from medallion.landing import LandingError
@@ -550,7 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LakehouseBusyError as exc:  # the embedded catalog's, too: nothing was done
         print(f"medallion: busy: {exc}", file=sys.stderr)
         return 3
-    except (JobError, ThriftError, ProduceError, LandingError, ProvisionError) as exc:
+    except (JobError, ThriftError, ProduceError, LandingError, ProvisionError,
+            DeltaReadError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING
 
 from medallion.config import Settings
+
+if TYPE_CHECKING:  # PySpark is imported only when a schema is asked for: no-Spark commands use this
+    from pyspark.sql.types import StructType
 
 AMOUNT_TYPE = "DECIMAL(18,4)"
 TOTAL_TYPE = "DECIMAL(28,4)"  # what Spark's sum() of AMOUNT_TYPE returns
@@ -49,6 +51,8 @@ class TableSpec:
     @property
     def schema(self) -> StructType:
         """The schema as a ``StructType``."""
+        from pyspark.sql.types import StructType
+
         schema = StructType.fromDDL(self.schema_ddl)
         assert isinstance(schema, StructType)
         return schema
