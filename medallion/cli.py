@@ -293,11 +293,11 @@ def _thrift(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.deltaread import Lakehouse, sorted_head
+    from medallion.deltaread import DeltaReader, sorted_head
     from medallion.grid import show_string
     from medallion.tables import ALL_TABLES
 
-    house = Lakehouse(settings)  # delta-rs: no Spark
+    house = DeltaReader(settings)  # delta-rs: no Spark
     for spec in ALL_TABLES:
         if spec.layer != "gold":
             continue

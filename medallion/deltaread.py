@@ -109,7 +109,7 @@ def one_line(exc: BaseException) -> str:
     return redact_text(": ".join(part for part in parts if part)) or type(exc).__name__
 
 
-class Lakehouse:
+class DeltaReader:
     """Opens the tables of one lakehouse through delta-rs (credentials resolved once, if S3)."""
 
     def __init__(self, settings: Settings) -> None:
@@ -140,11 +140,12 @@ class Lakehouse:
                     f"{label}: delta-rs cannot read this table's protocol or features "
                     f"({one_line(exc)}); `medallion sql` reads it through Spark") from None
             error = exc
-        try:  # a file where the table should be is no table (as Spark's isDeltaTable says)
-            if not DeltaTable.is_deltatable(where.uri, storage_options=options):
-                return None
-        except Exception:  # noqa: BLE001, S110 - the first error says more
-            pass
+        if not is_s3(path):  # a file where the table should be: no table, as Spark's isDeltaTable
+            try:
+                if not DeltaTable.is_deltatable(where.uri, storage_options=options):
+                    return None
+            except Exception:  # noqa: BLE001, S110 - the first error says more
+                pass
         raise DeltaReadError(f"{label}: cannot read the Delta log: {one_line(error)}") from None
 
 

@@ -87,9 +87,9 @@ def report_data(lakehouse: str, generated_at: datetime, progress: Rows | None,
 
 def collect_report_data(settings: Settings) -> ReportData:
     """Read the monitoring and gold tables into a :class:`ReportData` (absent tables: empty)."""
-    from medallion.deltaread import Lakehouse, read_rows
+    from medallion.deltaread import DeltaReader, read_rows
 
-    house = Lakehouse(settings)
+    house = DeltaReader(settings)
 
     def read(spec: TableSpec, columns: tuple[str, ...]) -> Rows | None:
         table = house.open(spec.path(settings), spec.key)

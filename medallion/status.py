@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from medallion.config import Settings
-from medallion.deltaread import Lakehouse, read_rows, table_facts
+from medallion.deltaread import DeltaReader, read_rows, table_facts
 from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, TableSpec
 
 # The column holding each table's newest event time: event time where the table has one,
@@ -66,7 +66,7 @@ def latest_per_key(rows: Iterable[dict[str, Any]], key: str, order: str) -> dict
     return latest
 
 
-def _latest(house: Lakehouse, spec: TableSpec, key: str, order: str, columns: Sequence[str]
+def _latest(house: DeltaReader, spec: TableSpec, key: str, order: str, columns: Sequence[str]
             ) -> dict[str, dict]:
     table = house.open(spec.path(house.settings), spec.key)
     if table is None:
@@ -77,7 +77,7 @@ def _latest(house: Lakehouse, spec: TableSpec, key: str, order: str, columns: Se
 def collect_status(settings: Settings, now: datetime | None = None) -> list[TableStatus]:
     """The status of every table of the lakehouse (absent tables included, marked so)."""
     now = now or datetime.now(timezone.utc)
-    house = Lakehouse(settings)
+    house = DeltaReader(settings)
     progress = _latest(house, QUERY_PROGRESS, "query_name", "batch_timestamp",
                        ["state_rows", "state_memory_bytes"])
     outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at", ["succeeded", "error"])

@@ -26,10 +26,10 @@ DOCS_COLUMNS = ("table", "run_id", "batch_id", "validated_at", "expectation", "s
 def read_results(settings: Settings, columns: Sequence[str] = SUMMARY_COLUMNS,
                  table: str | None = None) -> list[Row] | None:
     """The results table's rows (only ``columns``; only ``table``'s if given); None if none yet."""
-    from medallion.deltaread import Lakehouse, read_rows
+    from medallion.deltaread import DeltaReader, read_rows
     from medallion.tables import QUALITY_RESULTS
 
-    opened = Lakehouse(settings).open(QUALITY_RESULTS.path(settings), QUALITY_RESULTS.key)
+    opened = DeltaReader(settings).open(QUALITY_RESULTS.path(settings), QUALITY_RESULTS.key)
     if opened is None:
         return None
     rows = read_rows(opened, columns, QUALITY_RESULTS.key)

@@ -4,6 +4,8 @@ the read-only commands on tables delta-rs wrote, in this process (no JVM)."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -14,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from medallion.cli import main
 from medallion.config import S3Settings, Settings
-from medallion.deltaread import DeltaReadError, Lakehouse, delta_location, table_facts
+from medallion.deltaread import DeltaReader, DeltaReadError, delta_location, table_facts
 from medallion.grid import show_string
 from medallion.quality.summary import summarise
 from medallion.status import collect_status, format_status
@@ -120,7 +122,7 @@ def test_a_table_delta_rs_cannot_read_fails_in_one_line(
         "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["teleportation"],
         "writerFeatures": ["teleportation"]}}) + "\n")
     with pytest.raises(DeltaReadError, match="gold/event_counts_5m: delta-rs cannot read"):
-        Lakehouse(settings).open(GOLD_EVENT_COUNTS_5M.path(settings), GOLD_EVENT_COUNTS_5M.key)
+        DeltaReader(settings).open(GOLD_EVENT_COUNTS_5M.path(settings), GOLD_EVENT_COUNTS_5M.key)
     for command in ("status", "show", "report"):
         assert main([command, "--conf-dir", str(REPO / "conf"), "--landing",
                      settings.paths.landing, "--lakehouse", settings.paths.lakehouse,
@@ -162,3 +164,18 @@ def test_quality_summary_keeps_each_tables_most_recent_checks() -> None:
     assert (recent["a"]["checks"], recent["a"]["failed"], recent["a"]["last"]) == (2, 0, "pass")
     assert recent["b"]["when"] == T0 + timedelta(minutes=2)
     assert summarise(rows, table="gold/x") == []
+
+
+def test_an_unreachable_s3_endpoint_is_one_line_not_an_empty_lakehouse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    base = make_settings(tmp_path)
+    settings = replace(base, paths=replace(base.paths, lakehouse="s3a://lake-bucket/house"),
+                       s3=S3Settings(endpoint="http://127.0.0.1:1", path_style_access=True))
+    with pytest.raises(DeltaReadError) as raised:
+        collect_status(settings)
+    message = str(raised.value)
+    assert re.match(r"[a-z_]+/[a-z_]+: cannot read the Delta log: .*Connection refused", message)
+    assert "127.0.0.1:1" in message and "\n" not in message
+    assert "not-a-real-secret" not in message
