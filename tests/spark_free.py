@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MARKER = "SPARK-FREE-CHECK "
+REPO = Path(__file__).resolve().parent.parent
 
 _SCRIPT = f"""
 import json, os, sys
@@ -49,7 +50,10 @@ class Ran:
 
 def run_without_spark(args: list[str], cwd: Path, timeout: float = 300) -> Ran:
     """``medallion ARGS`` in a new process whose JVM could not start; what it did."""
-    env = {**os.environ, "JAVA_HOME": str(cwd / "no-java-here")}
+    # This checkout's medallion, whatever the virtualenv's editable install points at.
+    python_path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "JAVA_HOME": str(cwd / "no-java-here"),
+           "PYTHONPATH": os.pathsep.join(python_path)}
     env.pop("SPARK_HOME", None)
     done = subprocess.run([sys.executable, "-c", _SCRIPT, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
