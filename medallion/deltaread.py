@@ -131,8 +131,11 @@ class DeltaReader:
         label = name or path
         options = dict(where.options)
         try:
-            return DeltaTable(where.uri, storage_options=options)
+            table = DeltaTable(where.uri, storage_options=options)
+            log.info("%s: version %d, read with delta-rs from %s", label, table.version(), where.uri)
+            return table
         except TableNotFoundError:
+            log.info("%s: no Delta table at %s", label, where.uri)
             return None
         except Exception as exc:  # noqa: BLE001 - storage errors of every kind: one line
             if isinstance(exc, DeltaProtocolError) or _UNSUPPORTED.search(str(exc)):
