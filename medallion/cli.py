@@ -293,34 +293,45 @@ def _thrift(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.spark import build_session
+    from medallion.deltaread import DeltaReader, sorted_head
+    from medallion.grid import show_string
     from medallion.tables import ALL_TABLES
 
-    spark = build_session(settings)
+    house = DeltaReader(settings)  # delta-rs: no Spark
     for spec in ALL_TABLES:
         if spec.layer != "gold":
             continue
-        order = ", ".join(spec.schema.fieldNames()[:3])
         print(f"== {spec.qualified_name}")
-        spark.sql(f"SELECT * FROM {spec.qualified_name} ORDER BY {order}").show(
-            args.limit, truncate=False)
+        table = house.open(spec.path(settings), spec.key)
+        if table is None:
+            print(f"(not created: {spec.path(settings)} is not a Delta table yet)")
+            continue
+        columns = spec.column_names
+        rows, more = sorted_head(table, columns, columns[:3], args.limit, spec.key)
+        print(show_string(columns, [[row[c] for c in columns] for row in rows], more))
     return 0
 
 
 def _quality(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.quality.results import build_data_docs, format_summary, summarise
-    from medallion.sinks.delta import table_version
-    from medallion.spark import build_session
+    from medallion.quality.summary import (
+        DOCS_COLUMNS,
+        build_data_docs,
+        format_summary,
+        group_checks,
+        read_results,
+        summarise,
+    )
     from medallion.tables import QUALITY_RESULTS
 
-    spark = build_session(settings)
-    path = QUALITY_RESULTS.path(settings)
-    if table_version(spark, path) < 0:
-        print(f"no quality results yet ({path} does not exist)")
+    rows = read_results(settings, table=args.table)  # delta-rs: no Spark
+    if rows is None:
+        print(f"no quality results yet ({QUALITY_RESULTS.path(settings)} does not exist)")
         return 0
-    print(format_summary(summarise(spark, path, batches=args.batches, table=args.table)))
+    print(format_summary(summarise(rows, batches=args.batches)))
     if args.docs:
-        written = build_data_docs(spark, path, args.docs, batches=args.batches, table=args.table)
+        checks = group_checks(read_results(settings, DOCS_COLUMNS, args.table) or [],
+                              batches=args.batches)
+        written = build_data_docs(checks, args.docs)
         print(f"Data Docs: {len(written) - 1} validation pages, index at {written[-1]}")
     return 0
 
@@ -375,11 +386,9 @@ def _infra(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.spark import build_session
     from medallion.status import collect_status, format_status
 
-    spark = build_session(settings)
-    statuses = collect_status(spark, settings)
+    statuses = collect_status(settings)  # delta-rs: no Spark
     print(format_status(statuses))
     return 1 if any(s.last_run_succeeded is False for s in statuses) else 0
 
@@ -407,10 +416,8 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 def _report(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.report import write_report
-    from medallion.spark import build_session
 
-    spark = build_session(settings)
-    print(f"wrote {write_report(spark, settings, args.output)}")
+    print(f"wrote {write_report(settings, args.output)}")  # delta-rs: no Spark
     return 0
 
 
@@ -519,6 +526,7 @@ def configure_logging(verbose: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
+    from medallion.deltaread import DeltaReadError
     from medallion.errors import JobError
     from medallion.infra.provision import ProvisionError
     from medallion.landing import LandingError
@@ -550,7 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LakehouseBusyError as exc:  # the embedded catalog's, too: nothing was done
         print(f"medallion: busy: {exc}", file=sys.stderr)
         return 3
-    except (JobError, ThriftError, ProduceError, LandingError, ProvisionError) as exc:
+    except (JobError, ThriftError, ProduceError, LandingError, ProvisionError,
+            DeltaReadError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
     finally:

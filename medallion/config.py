@@ -1185,11 +1185,13 @@ def _maintenance(reader: _Reader) -> MaintenanceSettings:
 
 def bundled_hadoop_version() -> str | None:
     """The Hadoop version of the installed pyspark (hadoop-aws must match it exactly)."""
-    try:
-        import pyspark
-    except ImportError:  # pragma: no cover - pyspark is a dependency
+    from importlib.util import find_spec
+
+    # Found, not imported: commands that never start Spark (status, show, ...) skip PySpark.
+    spec = find_spec("pyspark")
+    if spec is None or spec.origin is None:  # pragma: no cover - pyspark is a dependency
         return None
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    jars = Path(spec.origin).resolve().parent / "jars"
     for jar in jars.glob("hadoop-client-api-*.jar"):
         return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
     return None

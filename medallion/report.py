@@ -3,7 +3,8 @@
 The charts are inline SVG drawn here (no script, no external link), so the page opens anywhere,
 offline: throughput and batch duration per micro-batch, quarantine and duplicate rates per silver
 batch, rows dropped behind the watermark, and the gold windows over time. Collecting the data
-(:func:`collect_report_data`) is separate from drawing it (:func:`render_report`, pure).
+(:func:`collect_report_data`, through delta-rs: no Spark) is separate from shaping it
+(:func:`report_data`, pure) and drawing it (:func:`render_report`, pure).
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from typing import Any
 
 from medallion.config import Settings
-from medallion.tables import GOLD_EVENT_COUNTS_5M, QUERY_PROGRESS, SILVER_BATCH_METRICS
+from medallion.tables import GOLD_EVENT_COUNTS_5M, QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
 
 Series = Mapping[str, Sequence[tuple[float, float]]]  # name -> [(x, y)]
 
@@ -44,19 +42,27 @@ class ReportData:
     totals: dict[str, int] = field(default_factory=dict)
 
 
-def _read(spark: SparkSession, path: str) -> object | None:
-    return spark.read.format("delta").load(path) if DeltaTable.isDeltaTable(spark, path) else None
+Rows = list[dict[str, Any]]
+
+PROGRESS_COLUMNS = ("query_name", "batch_timestamp", "processed_rows_per_second",
+                    "batch_duration_ms", "rows_dropped_by_watermark", "num_input_rows")
+BATCH_COLUMNS = ("recorded_at", "batch_id", "rows_in", "quarantined", "duplicates_removed")
+GOLD_COLUMNS = ("window_start", "event_type", "event_count")
 
 
-def collect_report_data(spark: SparkSession, settings: Settings) -> ReportData:
-    """Read the monitoring and gold tables into a :class:`ReportData` (absent tables: empty)."""
-    data = ReportData(datetime.now(timezone.utc), settings.paths.lakehouse)
-    progress = _read(spark, QUERY_PROGRESS.path(settings))
+def _sort_key(*values: Any) -> tuple:
+    # Spark's ascending ORDER BY: nulls first.
+    return tuple(part for v in values for part in (v is not None, v if v is not None else 0))
+
+
+def report_data(lakehouse: str, generated_at: datetime, progress: Rows | None,
+                batches: Rows | None, gold: Rows | None) -> ReportData:
+    """Shape the monitoring and gold rows (None: the table does not exist) into the charts' data."""
+    data = ReportData(generated_at, lakehouse)
     if progress is not None:
-        rows = (progress.where("num_input_rows > 0 OR rows_dropped_by_watermark > 0")  # type: ignore[attr-defined]
-                .select("query_name", "batch_timestamp", "processed_rows_per_second",
-                        "batch_duration_ms", "rows_dropped_by_watermark", "num_input_rows")
-                .orderBy("batch_timestamp").collect())
+        rows = sorted((r for r in progress
+                       if (r["num_input_rows"] or 0) > 0 or (r["rows_dropped_by_watermark"] or 0) > 0),
+                      key=lambda r: _sort_key(r["batch_timestamp"]))
         for row in rows:
             name = row["query_name"]
             n = float(len(data.throughput.get(name, [])) + 1)
@@ -65,19 +71,34 @@ def collect_report_data(spark: SparkSession, settings: Settings) -> ReportData:
             if name.startswith("gold/"):
                 data.dropped.setdefault(name, []).append((n, float(row["rows_dropped_by_watermark"])))
         data.totals["batches with input"] = len(rows)
-    batches = _read(spark, SILVER_BATCH_METRICS.path(settings))
     if batches is not None:
-        for i, row in enumerate(batches.orderBy("recorded_at", "batch_id").collect(), start=1):  # type: ignore[attr-defined]
+        ordered = sorted(batches, key=lambda r: _sort_key(r["recorded_at"], r["batch_id"]))
+        for i, row in enumerate(ordered, start=1):
             rows_in = max(int(row["rows_in"]), 1)
             data.quarantine_rate.append((float(i), 100.0 * row["quarantined"] / rows_in))
             data.duplicate_rate.append((float(i), 100.0 * row["duplicates_removed"] / rows_in))
-    gold = _read(spark, GOLD_EVENT_COUNTS_5M.path(settings))
     if gold is not None:
-        for row in (gold.select(F.unix_timestamp("window_start").alias("t"), "event_type",  # type: ignore[attr-defined]
-                                "event_count").orderBy("t").collect()):
+        for row in sorted(gold, key=lambda r: _sort_key(r["window_start"])):
+            start = row["window_start"]
             data.gold_windows.setdefault(row["event_type"], []).append(
-                (float(row["t"]), float(row["event_count"])))
+                (float(int(start.timestamp())), float(row["event_count"])))
     return data
+
+
+def collect_report_data(settings: Settings) -> ReportData:
+    """Read the monitoring and gold tables into a :class:`ReportData` (absent tables: empty)."""
+    from medallion.deltaread import DeltaReader, read_rows
+
+    house = DeltaReader(settings)
+
+    def read(spec: TableSpec, columns: tuple[str, ...]) -> Rows | None:
+        table = house.open(spec.path(settings), spec.key)
+        return None if table is None else read_rows(table, columns, spec.key)
+
+    return report_data(settings.paths.lakehouse, datetime.now(timezone.utc),
+                       read(QUERY_PROGRESS, PROGRESS_COLUMNS),
+                       read(SILVER_BATCH_METRICS, BATCH_COLUMNS),
+                       read(GOLD_EVENT_COUNTS_5M, GOLD_COLUMNS))
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -186,9 +207,9 @@ def render_report(data: ReportData) -> str:
     ])
 
 
-def write_report(spark: SparkSession, settings: Settings, output: str | Path) -> Path:
+def write_report(settings: Settings, output: str | Path) -> Path:
     """Collect, render and write the page to ``output``; return its path."""
     path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(collect_report_data(spark, settings)), encoding="utf-8")
+    path.write_text(render_report(collect_report_data(settings)), encoding="utf-8")
     return path

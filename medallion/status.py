@@ -1,22 +1,26 @@
-"""``medallion status``: where each table stands, from its Delta log and the ``_monitoring`` tables."""
+"""``medallion status``: where each table stands, from its Delta log and the ``_monitoring`` tables.
+
+Read through delta-rs (:mod:`medallion.deltaread`), no Spark: the logs give versions, commit times
+and row counts, the per-file statistics give each table's newest event time; only the two small
+monitoring tables are read row by row. Formatting is pure.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F
+from typing import Any
 
 from medallion.config import Settings
+from medallion.deltaread import DeltaReader, read_rows, table_facts
 from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, TableSpec
 
 # The column holding each table's newest event time: event time where the table has one,
 # otherwise when its rows arrived.
 EVENT_TIME_COLUMN = {
     "bronze/events": "ingested_at",
+    "bronze/events_kafka": "ingested_at",
     "bronze/customers": "ingested_at",
     "silver/events": "timestamp",
     "silver/events_quarantine": "ingested_at",
@@ -27,6 +31,7 @@ EVENT_TIME_COLUMN = {
     "monitoring/silver_batches": "recorded_at",
     "monitoring/query_progress": "recorded_at",
     "monitoring/runs": "finished_at",
+    "quality/results": "validated_at",
 }
 
 
@@ -46,58 +51,53 @@ class TableStatus:
     last_run_succeeded: bool | None = None
     last_run_at: datetime | None = None
     last_error: str | None = None
+    files: int | None = None
+    size_bytes: int | None = None
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    # PySpark hands TIMESTAMPs back as naive datetimes in the process's zone.
-    if value is None:
-        return None
-    return value.astimezone(timezone.utc) if value.tzinfo is None else value
+def latest_per_key(rows: Iterable[dict[str, Any]], key: str, order: str) -> dict[str, dict]:
+    """Per value of ``key``, the row with the greatest ``order`` (rows without one lose)."""
+    latest: dict[str, dict] = {}
+    for row in rows:
+        held = latest.get(row[key])
+        if held is None or (row[order] is not None
+                            and (held[order] is None or row[order] > held[order])):
+            latest[row[key]] = row
+    return latest
 
 
-def _latest_per_table(spark: SparkSession, spec: TableSpec, settings: Settings, key: str,
-                      order: str) -> dict[str, dict]:
-    path = spec.path(settings)
-    if not DeltaTable.isDeltaTable(spark, path):
+def _latest(house: DeltaReader, spec: TableSpec, key: str, order: str, columns: Sequence[str]
+            ) -> dict[str, dict]:
+    table = house.open(spec.path(house.settings), spec.key)
+    if table is None:
         return {}
-    frame = spark.read.format("delta").load(path)
-    latest = (frame.withColumn("_rank", F.row_number().over(
-        Window.partitionBy(key).orderBy(F.col(order).desc())))
-        .where("_rank = 1").drop("_rank"))
-    return {row[key]: row.asDict() for row in latest.collect()}
+    return latest_per_key(read_rows(table, [key, order, *columns], spec.key), key, order)
 
 
-def collect_status(spark: SparkSession, settings: Settings,
-                   now: datetime | None = None) -> list[TableStatus]:
+def collect_status(settings: Settings, now: datetime | None = None) -> list[TableStatus]:
     """The status of every table of the lakehouse (absent tables included, marked so)."""
     now = now or datetime.now(timezone.utc)
-    progress = _latest_per_table(spark, QUERY_PROGRESS, settings, "query_name", "batch_timestamp")
-    outcomes = _latest_per_table(spark, RUN_OUTCOMES, settings, "table", "finished_at")
+    house = DeltaReader(settings)
+    progress = _latest(house, QUERY_PROGRESS, "query_name", "batch_timestamp",
+                       ["state_rows", "state_memory_bytes"])
+    outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at", ["succeeded", "error"])
     result = []
     for spec in ALL_TABLES:
-        path = spec.path(settings)
-        if not DeltaTable.isDeltaTable(spark, path):
+        table = house.open(spec.path(settings), spec.key)
+        if table is None:
             result.append(TableStatus(spec.key, exists=False))
             continue
-        commit = DeltaTable.forPath(spark, path).history(1).select("version", "timestamp").first()
-        assert commit is not None
-        column = EVENT_TIME_COLUMN.get(spec.key)
-        frame = spark.read.format("delta").load(path)
-        aggregates = [F.count(F.lit(1)).alias("rows")]
-        if column:
-            aggregates.append(F.max(column).alias("newest"))
-        stats = frame.agg(*aggregates).first()
-        assert stats is not None
-        newest = _utc(stats["newest"]) if column else None
+        facts = table_facts(table, EVENT_TIME_COLUMN.get(spec.key), spec.key)
+        newest = facts.newest
         state = progress.get(spec.key, {})
         outcome = outcomes.get(spec.key, {})
         result.append(TableStatus(
-            table=spec.key, exists=True, version=int(commit["version"]),
-            committed_at=_utc(commit["timestamp"]), rows=int(stats["rows"]),
-            newest_event=newest, lag_seconds=(now - newest).total_seconds() if newest else None,
+            table=spec.key, exists=True, version=facts.version, committed_at=facts.committed_at,
+            rows=facts.rows, newest_event=newest,
+            lag_seconds=(now - newest).total_seconds() if newest else None,
             state_rows=state.get("state_rows"), state_memory_bytes=state.get("state_memory_bytes"),
-            last_run_succeeded=outcome.get("succeeded"), last_run_at=_utc(outcome.get("finished_at")),
-            last_error=outcome.get("error"),
+            last_run_succeeded=outcome.get("succeeded"), last_run_at=outcome.get("finished_at"),
+            last_error=outcome.get("error"), files=facts.files, size_bytes=facts.size_bytes,
         ))
     return result
 
@@ -120,8 +120,8 @@ def _bytes(value: int | None) -> str:
     return f"{value}B"
 
 
-_COLUMNS = ("table", "version", "committed (UTC)", "rows", "lag", "state rows", "state mem",
-            "last run")
+_COLUMNS = ("table", "version", "committed (UTC)", "rows", "files", "size", "lag", "state rows",
+            "state mem", "last run")
 
 
 def format_status(statuses: Sequence[TableStatus]) -> str:
@@ -129,13 +129,14 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
     rows = []
     for s in statuses:
         if not s.exists:
-            rows.append((s.table, "-", "-", "-", "-", "-", "-", "not created"))
+            rows.append((s.table, "-", "-", "-", "-", "-", "-", "-", "-", "not created"))
             continue
         last = "-" if s.last_run_succeeded is None else ("ok" if s.last_run_succeeded else "FAILED")
         rows.append((
             s.table, str(s.version),
             s.committed_at.strftime("%Y-%m-%d %H:%M:%S") if s.committed_at else "-",
-            str(s.rows), _lag(s.lag_seconds),
+            str(s.rows), "-" if s.files is None else str(s.files), _bytes(s.size_bytes),
+            _lag(s.lag_seconds),
             "-" if s.state_rows is None else str(s.state_rows), _bytes(s.state_memory_bytes), last,
         ))
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING
 
 from medallion.config import Settings
 from medallion.pipeline.model import TableDecl
+
+if TYPE_CHECKING:  # PySpark is imported only when a schema is asked for: no-Spark commands use this
+    from pyspark.sql.types import StructType
 
 AMOUNT_TYPE = "DECIMAL(18,4)"
 TOTAL_TYPE = "DECIMAL(28,4)"  # what Spark's sum() of AMOUNT_TYPE returns
@@ -50,6 +52,8 @@ class TableSpec:
     @property
     def schema(self) -> StructType:
         """The schema as a ``StructType``."""
+        from pyspark.sql.types import StructType
+
         schema = StructType.fromDDL(self.schema_ddl)
         assert isinstance(schema, StructType)
         return schema

@@ -3,8 +3,9 @@
 ``make bench`` (or ``python -m tests.benchmarks.bench_pipeline --events 1000000``) generates the
 events, runs bronze, silver and gold with the available-now trigger, then the baselines on the
 same data in the same session, and prints rows per second and the ratio of each layer's time to
-its baseline's, plus the wall time of a run with no new data. Figures go to
-``bench-results/pipeline.json`` as well. Nothing here asserts on time: it measures.
+its baseline's, plus the wall time of a run with no new data and of ``medallion status`` (read
+through delta-rs, no Spark). Figures go to ``bench-results/pipeline.json`` as well. Nothing here
+asserts on time: it measures.
 
 Baselines (batch, no streaming, no checkpoints, no quarantine or accounting):
   bronze: read the JSON files as text, copy them to a Delta table;
@@ -19,6 +20,8 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,6 +73,15 @@ def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
     silver.unpersist()
 
 
+def time_status(settings: Settings) -> float:
+    """Wall seconds of ``medallion status`` on the benchmark's lakehouse, as a user runs it."""
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "medallion.cli", "status", "--landing",
+                    settings.paths.landing, "--lakehouse", settings.paths.lakehouse],
+                   check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -104,6 +116,7 @@ def main() -> int:
         run_pipeline(spark, settings, Layer.ALL, trigger)
         idle = time.perf_counter() - began
         spark.stop()
+        status = time_status(settings)
 
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"\nmachine: {machine}; {args.events} events")
@@ -112,9 +125,12 @@ def main() -> int:
         print(f"{layer:<8}{int(f['rows']):>10}{f['seconds']:>10.1f}{f['rows_per_second']:>11.0f}"
               f"{f['baseline_seconds']:>12.1f}{f['ratio_to_baseline']:>7.2f}x")
     print(f"run all with no new data: {idle:.1f}s wall")
+    print(f"medallion status (delta-rs, no Spark), a process of its own: {status:.2f}s wall "
+          f"(load average {os.getloadavg()[0]:.1f})")
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
-        {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle},
+        {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle,
+         "status_seconds": status},
         indent=2))
     return 0
 

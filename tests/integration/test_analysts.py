@@ -31,6 +31,7 @@ from medallion.config import Settings, Trigger
 from medallion.runner import Layer, run_pipeline
 from medallion.tables import GOLD_EVENT_COUNTS_5M
 from tests.conftest import REPO, make_settings
+from tests.spark_free import run_without_spark
 
 Row5m = tuple[str, str, str, int, Decimal]
 
@@ -178,6 +179,41 @@ def test_gold_tables_use_only_table_features_delta_rs_reads(lakehouse: Lakehouse
         protocol = RsDeltaTable(spec.path(lakehouse.settings)).protocol()
         # Reader version 1: no deletion vectors, column mapping or other reader features.
         assert protocol.min_reader_version == 1, (spec.key, protocol)
+
+
+def test_read_only_commands_answer_without_spark(lakehouse: Lakehouse) -> None:
+    """status, show, quality and report on the module's pipeline-written lakehouse, each in a
+    process of its own with no Java to start: no PySpark imported, no child process."""
+    settings = lakehouse.settings
+    paths = ["--conf-dir", str(REPO / "conf"), "--landing", settings.paths.landing,
+             "--lakehouse", settings.paths.lakehouse]
+    report = lakehouse.root / "read-only" / "report.html"
+    ran = {command: run_without_spark([command, *extra, *paths], lakehouse.root)
+           for command, extra in (("status", []), ("show", ["--limit", "2"]), ("quality", []),
+                                  ("report", ["--output", str(report)]))}
+    for command, done in ran.items():
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+        assert done.spark_modules == [] and done.children == [], (command, done)
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+
+    status = {line.split()[0]: line.split() for line in ran["status"].stdout.splitlines()}
+    # table, version, date, time, rows, files, size, lag, state rows, state mem, last run
+    assert status["silver/events"][4] == "6" and status["silver/events"][-1] == "ok"
+    assert status["gold/event_counts_5m"][4] == str(len(AFTER_RUN_2))
+    assert status["bronze/events_kafka"][-2:] == ["not", "created"]
+
+    shown = ran["show"].stdout.split("== gold.")
+    counts = next(part for part in shown if part.startswith("event_counts_5m"))
+    grid = [[c.strip() for c in line.strip("|").split("|")] for line in counts.splitlines()
+            if line.startswith("|")]
+    assert grid[0] == ["window_start", "window_end", "event_type", "event_count", "total_amount"]
+    assert {_row(*r) for r in grid[1:]} == set(sorted(AFTER_RUN_2)[:2])  # ordered, limited
+    assert counts.rstrip().endswith("only showing top 2 rows")
+
+    assert "== silver/events (last checked" in ran["quality"].stdout
+    assert "event_id_unique" in ran["quality"].stdout
+    assert ran["report"].stdout.strip() == f"wrote {report}"
+    assert report.read_text().count("<svg") == 5
 
 
 def _cli(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess[str]:

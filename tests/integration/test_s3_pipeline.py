@@ -17,6 +17,7 @@ from medallion.s3 import parse_s3
 from medallion.spark import build_session
 from medallion.tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
 from tests.s3_support import S3SettingsFactory, table_rows
+from tests.spark_free import run_without_spark
 
 
 def _lines(files: list[Path], suffix: str) -> list[str]:
@@ -28,7 +29,7 @@ def _lines(files: list[Path], suffix: str) -> list[str]:
 @pytest.mark.timeout(1800)
 def test_pipeline_on_s3_matches_the_local_run(
     s3_spark: SparkSession, s3_server: S3ProxyServer, s3_settings_factory: S3SettingsFactory,
-    local_reference: tuple[list[Path], dict[str, list[tuple[Any, ...]]]],
+    local_reference: tuple[list[Path], dict[str, list[tuple[Any, ...]]]], tmp_path: Path,
 ) -> None:
     files, expected = local_reference
     settings = s3_settings_factory()
@@ -62,3 +63,15 @@ def test_pipeline_on_s3_matches_the_local_run(
             for line in commit.read_text(encoding="utf-8").splitlines():
                 json.loads(line)
     assert (on_disk / "_checkpoints" / "silver" / "events" / "offsets").is_dir()
+
+    # `medallion status` reads the same tables on the server through delta-rs, without Spark,
+    # with the keys from the environment (the AWS provider chain), printing none of them.
+    conf_dir = tmp_path / f"conf-{lakehouse.bucket.removesuffix('-lakehouse')}"
+    done = run_without_spark(["status", "--env", "s3test", "--conf-dir", str(conf_dir)], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.spark_modules == [] and done.children == [], done
+    status = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:]}
+    for table in expected:  # table, version, date, time, rows, ...
+        assert status[table][4] == str(len(expected[table])), (table, status[table])
+        assert status[table][-1] in ("ok", "-"), (table, status[table])
+    assert s3_server.secret_key not in done.stdout + done.stderr

@@ -68,7 +68,7 @@ def test_every_batch_is_monitored_and_status_tells_where_tables_stand(
     assert {r["table"]: r["rows_in"] for r in outcomes}["bronze/events"] == len(lines)
 
     now = datetime(2025, 1, 27, 12, 0, tzinfo=timezone.utc)
-    status = {s.table: s for s in collect_status(spark, settings, now=now)}
+    status = {s.table: s for s in collect_status(settings, now=now)}
     silver = status["silver/events"]
     newest = max(e.timestamp for e in model.silver.values()).replace(tzinfo=timezone.utc)
     assert silver.rows == len(model.silver)
@@ -130,7 +130,6 @@ def test_vacuum_refuses_an_unsafe_retention(spark: SparkSession, settings: Setti
     assert spark.read.format("delta").load(path).count() == 3
 
 
-def test_status_of_an_empty_lakehouse_says_not_created(spark: SparkSession,
-                                                       settings: Settings) -> None:
-    statuses = collect_status(spark, settings, now=START + timedelta(hours=1))
+def test_status_of_an_empty_lakehouse_says_not_created(settings: Settings) -> None:
+    statuses = collect_status(settings, now=START + timedelta(hours=1))
     assert [s.exists for s in statuses] == [False] * len(ALL_TABLES)

@@ -45,7 +45,7 @@ def test_report_shows_the_monitoring_tables_and_renders_in_chromium(
                           GOLD_EVENT_COUNTS_5M.schema).write.format("delta").save(
         GOLD_EVENT_COUNTS_5M.path(settings))
 
-    page = write_report(spark, settings, tmp_path / "report.html")
+    page = write_report(settings, tmp_path / "report.html")
     text = page.read_text()
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "<script" not in text and "https://" not in text  # self-contained

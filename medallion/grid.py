@@ -1,0 +1,59 @@
+"""Rows as Spark's ``DataFrame.show(n, truncate=False)`` prints them, without Spark (pure).
+
+``medallion show`` reads gold through delta-rs and prints it the way it always has: a boxed grid,
+cells left-aligned, ``NULL`` for a null, timestamps in UTC (the session's zone) with the fraction
+of a second only when there is one, decimals in plain notation, then ``only showing top N rows``
+when rows were left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f", "\b": "\\b",
+                          "\v": "\\v", "\a": "\\a"})
+
+
+def cell(value: Any) -> str:
+    """One value as Spark shows it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        return f"{text}.{value.microsecond:06d}".rstrip("0") if value.microsecond else text
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes):
+        return "[" + " ".join(f"{b:02X}" for b in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(cell(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{cell(k)} -> {cell(v)}" for k, v in value.items()) + "}"
+    return str(value).translate(_ESCAPES)
+
+
+def show_string(columns: Sequence[str], rows: Sequence[Sequence[Any]], more: bool = False) -> str:
+    """The grid of ``rows`` (already limited); ``more``: rows were left out after them.
+
+    As Spark's ``showString``: ends with a newline, unless the "only showing" line ends it.
+    """
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(3, len(name), *(len(r[i]) for r in cells)) for i, name in enumerate(columns)]
+    sep = "+" + "+".join("-" * w for w in widths) + "+\n"
+
+    def line(values: Sequence[str]) -> str:
+        return "|" + "|".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + "|\n"
+
+    text = sep + line(list(columns)) + sep + "".join(line(r) for r in cells) + sep
+    if more:
+        text += f"only showing top {len(rows)} {'row' if len(rows) == 1 else 'rows'}"
+    return text

@@ -1,0 +1,181 @@
+"""Reading Delta tables without Spark (delta-rs): locations, log facts, unreadable tables, and
+the read-only commands on tables delta-rs wrote, in this process (no JVM)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from medallion.cli import main
+from medallion.config import S3Settings, Settings
+from medallion.deltaread import DeltaReader, DeltaReadError, delta_location, table_facts
+from medallion.grid import show_string
+from medallion.quality.summary import summarise
+from medallion.status import collect_status, format_status
+from medallion.tables import GOLD_EVENT_COUNTS_5M, RUN_OUTCOMES
+from tests.conftest import REPO, make_settings
+
+T0 = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
+UTC_US = pa.timestamp("us", tz="UTC")
+
+
+def test_s3a_paths_map_to_delta_rs_with_the_configured_endpoint_and_no_printed_secret() -> None:
+    s3 = S3Settings(endpoint="http://127.0.0.1:9000", path_style_access=True)
+    where = delta_location("s3a://lake/house/gold/x", s3, {"AWS_SECRET_ACCESS_KEY": "sekrit"})
+    assert where.uri == "s3://lake/house/gold/x"
+    assert where.options["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"
+    assert where.options["AWS_ALLOW_HTTP"] == "true"  # the configured endpoint is http
+    assert where.options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "false"
+    assert where.options["AWS_REGION"] == "us-east-1"  # S3A's default for a compatible store
+    assert "sekrit" not in repr(where)
+
+    hosted = delta_location("s3a://lake/t", S3Settings(endpoint="https://s3.example.com",
+                                                        region="eu-west-1"))
+    assert hosted.options["AWS_ENDPOINT_URL"] == "https://lake.s3.example.com"
+    assert "AWS_ALLOW_HTTP" not in hosted.options
+    assert hosted.options["AWS_REGION"] == "eu-west-1"
+    aws = delta_location("s3://lake/t", S3Settings(region="eu-west-1"))
+    assert "AWS_ENDPOINT_URL" not in aws.options
+    assert aws.options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "true"
+    assert delta_location("/data/lake/t", s3).uri == "/data/lake/t"
+    assert delta_location("file:/data/lake/t", s3).uri == "/data/lake/t"
+
+
+def _write_counts(settings: Settings, rows: list[tuple[datetime, str, int]]) -> None:
+    table = pa.table({
+        "window_start": pa.array([r[0] for r in rows], UTC_US),
+        "window_end": pa.array([r[0] + timedelta(minutes=5) for r in rows], UTC_US),
+        "event_type": [r[1] for r in rows],
+        "event_count": pa.array([r[2] for r in rows], pa.int64()),
+        "total_amount": pa.array([Decimal("1.5000")] * len(rows), pa.decimal128(28, 4)),
+    })
+    write_deltalake(GOLD_EVENT_COUNTS_5M.path(settings), table, mode="append")
+
+
+def _write_runs(settings: Settings, succeeded: bool, error: str | None) -> None:
+    write_deltalake(RUN_OUTCOMES.path(settings), pa.table({
+        "pipeline_run": ["r1"], "table": ["gold/event_counts_5m"], "trigger": ["available-now"],
+        "started_at": pa.array([T0], UTC_US), "finished_at": pa.array([T0], UTC_US),
+        "succeeded": [succeeded], "rows_in": pa.array([3], pa.int64()),
+        "rows_out": pa.array([3], pa.int64()), "error": pa.array([error], pa.string())}),
+        mode="append")
+
+
+def test_facts_come_from_the_log_statistics_or_else_from_the_files(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    _write_counts(settings, [(T0, "view", 2), (T0 + timedelta(minutes=5), "click", 1)])
+    _write_counts(settings, [(T0 + timedelta(minutes=10), "view", 4)])
+    path = GOLD_EVENT_COUNTS_5M.path(settings)
+    facts = table_facts(DeltaTable(path), "window_end")
+    assert (facts.version, facts.files, facts.rows) == (1, 2, 3)
+    assert facts.newest == T0 + timedelta(minutes=15)
+    assert facts.size_bytes == sum(p.stat().st_size for p in Path(path).glob("*.parquet"))
+    assert facts.committed_at is not None and facts.committed_at.tzinfo is not None
+
+    # The same table with no statistics in its log: rows and newest value read from the files.
+    log = Path(path) / "_delta_log"
+    for commit in log.glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            action.get("add", {}).pop("stats", None)
+        commit.write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    assert table_facts(DeltaTable(path), "window_end") == facts
+
+
+def test_status_reads_a_lakehouse_without_spark(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path)
+    _write_counts(settings, [(T0, "view", 2), (T0 + timedelta(minutes=5), "click", 1)])
+    _write_runs(settings, True, None)
+    now = T0 + timedelta(hours=2)
+    status = {s.table: s for s in collect_status(settings, now=now)}
+    counts = status["gold/event_counts_5m"]
+    assert (counts.exists, counts.version, counts.rows, counts.files) == (True, 0, 2, 1)
+    assert counts.lag_seconds == (now - (T0 + timedelta(minutes=10))).total_seconds()
+    assert counts.last_run_succeeded is True
+    assert not status["silver/events"].exists
+    text = format_status(list(status.values()))
+    assert "not created" in text and "1.8h" in text
+
+    _write_runs(settings, False, "boom: the disk is full")
+    args = ["status", "--conf-dir", str(REPO / "conf"), "--landing", settings.paths.landing,
+            "--lakehouse", settings.paths.lakehouse]
+    assert main(args) == 1  # a table whose last run failed
+    out = capsys.readouterr().out
+    assert "error: gold/event_counts_5m: boom: the disk is full" in out
+
+
+def test_a_table_delta_rs_cannot_read_fails_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path)
+    _write_counts(settings, [(T0, "view", 2)])
+    log = Path(GOLD_EVENT_COUNTS_5M.path(settings)) / "_delta_log"
+    (log / f"{1:020d}.json").write_text(json.dumps({"protocol": {
+        "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["teleportation"],
+        "writerFeatures": ["teleportation"]}}) + "\n")
+    with pytest.raises(DeltaReadError, match="gold/event_counts_5m: delta-rs cannot read"):
+        DeltaReader(settings).open(GOLD_EVENT_COUNTS_5M.path(settings), GOLD_EVENT_COUNTS_5M.key)
+    for command in ("status", "show", "report"):
+        assert main([command, "--conf-dir", str(REPO / "conf"), "--landing",
+                     settings.paths.landing, "--lakehouse", settings.paths.lakehouse,
+                     *(["--output", str(tmp_path / "r.html")] if command == "report" else [])]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("medallion: failed: gold/event_counts_5m: delta-rs cannot read"), err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_show_prints_the_grid_spark_prints() -> None:
+    rows = [[T0, None, Decimal("0.5000"), 3],
+            [T0 + timedelta(microseconds=500000), "click", Decimal("12.0000"), 10]]
+    assert show_string(["window_start", "event_type", "total", "n"], rows, more=True) == (
+        "+---------------------+----------+-------+---+\n"
+        "|window_start         |event_type|total  |n  |\n"
+        "+---------------------+----------+-------+---+\n"
+        "|2025-01-27 10:00:00  |NULL      |0.5000 |3  |\n"
+        "|2025-01-27 10:00:00.5|click     |12.0000|10 |\n"
+        "+---------------------+----------+-------+---+\n"
+        "only showing top 2 rows")
+    assert show_string(["a"], []) == "+---+\n|a  |\n+---+\n+---+\n"
+
+
+def test_quality_summary_keeps_each_tables_most_recent_checks() -> None:
+    def result(batch: int, expectation: str, success: bool, unexpected: int) -> dict:
+        return {"table": "silver/events", "run_id": "r", "batch_id": batch,
+                "validated_at": T0 + timedelta(minutes=batch), "expectation": expectation,
+                "severity": "fail", "success": success, "unexpected_count": unexpected,
+                "observed_value": f"{unexpected} unexpected"}
+
+    rows = [result(0, "a", False, 5), result(0, "b", True, 0),
+            result(1, "a", True, 0), result(1, "b", True, 0),
+            result(2, "a", True, 0), result(2, "b", False, 2)]
+    everything = {e["expectation"]: e for e in summarise(rows, batches=20)}
+    assert (everything["a"]["checks"], everything["a"]["failed"],
+            everything["a"]["unexpected"]) == (3, 1, 5)
+    assert everything["b"]["last"] == "FAIL" and everything["b"]["batch"] == "r#2"
+    recent = {e["expectation"]: e for e in summarise(rows, batches=2)}
+    assert (recent["a"]["checks"], recent["a"]["failed"], recent["a"]["last"]) == (2, 0, "pass")
+    assert recent["b"]["when"] == T0 + timedelta(minutes=2)
+    assert summarise(rows, table="gold/x") == []
+
+
+def test_an_unreachable_s3_endpoint_is_one_line_not_an_empty_lakehouse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    base = make_settings(tmp_path)
+    settings = replace(base, paths=replace(base.paths, lakehouse="s3a://lake-bucket/house"),
+                       s3=S3Settings(endpoint="http://127.0.0.1:1", path_style_access=True))
+    with pytest.raises(DeltaReadError) as raised:
+        collect_status(settings)
+    message = str(raised.value)
+    assert re.match(r"[a-z_]+/[a-z_]+: cannot read the Delta log: .*Connection refused", message)
+    assert "127.0.0.1:1" in message and "\n" not in message
+    assert "not-a-real-secret" not in message
