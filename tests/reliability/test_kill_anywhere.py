@@ -41,7 +41,9 @@ JVM_START_SECONDS = 15.0  # what a subprocess run spends before the work an in-p
 
 
 def _burst(landing: Path, name: str, seed: int) -> None:
-    generate_landing(landing, GenerateSpec(events=300, files=3, users=20, burst=name,
+    # Two files: with one file per micro-batch, two batches per layer and run, the fewest that
+    # give the planned kills a batch after the first to land in.
+    generate_landing(landing, GenerateSpec(events=200, files=2, users=20, burst=name,
                                            seconds_between_events=3, seed=seed))
 
 
