@@ -5,9 +5,12 @@ re-pointing an entry never touches data. With Hive support (the default, an embe
 metastore under ``<lakehouse>/_catalog``) the entries, comments and views survive between runs, so
 the Spark Thrift Server and ``spark-sql`` see them without running any of this code.
 
-Comments live in the Delta log itself (table description, column metadata), so every reader sees
-them, Spark-free ones included; they are written only when they differ from the configuration,
-so a run with no new input still commits nothing.
+Comments are declared with each table in its pipeline (``comment``, ``column_comments`` in
+``conf/pipelines/<name>.yaml``); the engine's own tables (``monitoring``, ``quality``) keep the
+comment of their spec in :mod:`medallion.tables`. Comments live in the Delta log itself (table
+description, column metadata), so every reader sees them, Spark-free ones included; they are
+written only when they differ from the declaration, so a run with no new input still commits
+nothing.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from medallion.config import Metastore, Settings, TableDoc, ViewSpec
+from medallion.config import Metastore, Settings, ViewSpec
 from medallion.hadoopfs import path_exists, read_text, write_text
 from medallion.locks import LakehouseBusyError, hold
-from medallion.tables import ALL_TABLES, TableSpec, known_tables
+from medallion.pipeline.model import TableDoc
+from medallion.tables import ALL_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +110,8 @@ def _quote(text: str) -> str:
 
 
 def documented_schema(spec: TableSpec, doc: TableDoc | None) -> StructType:
-    """The table's schema with the configured column comments in its fields' metadata."""
-    columns = doc.columns if doc else {}
+    """The table's schema with the declared column comments in its fields' metadata."""
+    columns = doc.column_comments if doc else {}
     return StructType([
         StructField(f.name, f.dataType, f.nullable,
                     {**f.metadata, "comment": columns[f.name]} if f.name in columns else f.metadata)
@@ -116,8 +120,18 @@ def documented_schema(spec: TableSpec, doc: TableDoc | None) -> StructType:
 
 
 def table_comment(spec: TableSpec, doc: TableDoc | None) -> str:
-    """The configured comment of a table, else the one its spec carries."""
+    """The declared comment of a table, else the one its spec carries."""
     return doc.comment if doc and doc.comment else spec.comment
+
+
+def catalog_tables(settings: Settings) -> tuple[TableSpec, ...]:
+    """The tables the catalog offers: every table every pipeline declares (with the quarantines
+    its declaration derives), then the engine's own (:data:`medallion.tables.ALL_TABLES` that no
+    pipeline declares: monitoring and quality results)."""
+    found = {decl.key: TableSpec.from_decl(decl)
+             for pipeline in settings.pipelines for decl in pipeline.tables()}
+    engine = tuple(spec for spec in ALL_TABLES if spec.key not in found)
+    return (*found.values(), *engine)
 
 
 def _detail(spark: SparkSession, name: str) -> Row:
@@ -153,7 +167,7 @@ def _unregister_missing(spark: SparkSession, spec: TableSpec) -> None:
 
 def apply_comments(spark: SparkSession, spec: TableSpec, doc: TableDoc | None,
                    detail: Row | None = None) -> int:
-    """Write the configured comments of a registered table where they differ; return how many.
+    """Write the declared comments of a registered table where they differ; return how many.
 
     ``detail`` is the table's ``DESCRIBE DETAIL`` row when the caller already has it.
     """
@@ -165,7 +179,7 @@ def apply_comments(spark: SparkSession, spec: TableSpec, doc: TableDoc | None,
         spark.sql(f"COMMENT ON TABLE {name} IS {_quote(wanted)}")
         changed += 1
     fields = {f.name: f for f in spark.table(name).schema.fields}
-    for column, comment in (doc.columns if doc else {}).items():
+    for column, comment in (doc.column_comments if doc else {}).items():
         if column in fields and fields[column].metadata.get("comment") != comment:
             spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{column}` COMMENT {_quote(comment)}")
             changed += 1
@@ -184,16 +198,15 @@ def register_tables(spark: SparkSession, settings: Settings,
                     with_comments: bool = False) -> list[str]:
     """Register every existing table of the lakehouse; return the names registered.
 
-    ``with_comments`` also brings each table's comments up to date with the configuration.
+    ``with_comments`` also brings each table's comments up to date with its declaration.
     """
     registered = []
-    for spec in ALL_TABLES:
+    for spec in catalog_tables(settings):
         path = spec.path(settings)
         if DeltaTable.isDeltaTable(spark, path):
             detail = register_table(spark, spec, path)
             if with_comments:
-                apply_comments(spark, spec, settings.catalog.tables.get(spec.qualified_name),
-                               detail)
+                apply_comments(spark, spec, settings.table_doc(spec.key), detail)
             registered.append(spec.qualified_name)
         else:
             _unregister_missing(spark, spec)
@@ -206,9 +219,13 @@ PREPARED_MARKER = "prepared.json"
 
 def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
     """What the catalog's preparation depends on, read without a Spark job: which tables have a
-    Delta log, their comments and the views in configuration, and which metastore holds them."""
-    present = [spec.key for spec in ALL_TABLES
+    Delta log, their declared comments, the views in configuration, and which metastore holds
+    them."""
+    tables = catalog_tables(settings)
+    present = [spec.key for spec in tables
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
+    docs = {spec.qualified_name: [doc.comment, dict(doc.column_comments)] for spec in tables
+            if (doc := settings.table_doc(spec.key)) is not None}
     catalog = settings.catalog
     conf = spark.sparkContext.getConf()
     state = {
@@ -222,7 +239,7 @@ def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
         "derby": catalog.metastore is Metastore.EMBEDDED
         and path_exists(spark, f"{settings.catalog_dir()}/metastore_db"),
         "tables": present,
-        "docs": {name: [doc.comment, dict(doc.columns)] for name, doc in catalog.tables.items()},
+        "docs": docs,
         "views": [[view.name, view.sql, view.comment] for view in catalog.views],
     }
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
@@ -256,9 +273,10 @@ def prepare_catalog(spark: SparkSession, settings: Settings) -> list[str]:
 
 def _prepare(spark: SparkSession, settings: Settings) -> list[str]:
     registered = register_tables(spark, settings, with_comments=True)
+    known = [spec.qualified_name for spec in catalog_tables(settings)]
     views = []
     for view in settings.catalog.views:
-        waiting = [name for name in known_tables() if name not in registered
+        waiting = [name for name in known if name not in registered
                    and re.search(rf"\b{re.escape(name)}\b", view.sql, re.IGNORECASE)]
         if waiting:
             log.info("view %s waits for its tables: %s", view.name, ", ".join(waiting))

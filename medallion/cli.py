@@ -549,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("run", "backfill"):  # both run the gates
             from medallion.quality.spec import check_expectations
 
-            check_expectations(settings.quality)
+            check_expectations(settings)
     except ConfigError as exc:
         print(f"medallion: {exc}", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ import yaml
 from medallion.redact import has_credentials, is_secret_key, redact_text
 
 if TYPE_CHECKING:
-    from medallion.pipeline.model import GoldSpec, PipelineSpec, TableDecl
+    from medallion.pipeline.model import ExpectationSpec, GoldSpec, PipelineSpec, TableDecl, TableDoc
     from medallion.quality.spec import QualitySettings
 
 ENV_VAR_ENV = "MEDALLION_ENV"
@@ -149,14 +149,6 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True)
-class TableDoc:
-    """Comments of one table and its columns, as shown by ``DESCRIBE`` and BI tools."""
-
-    comment: str | None = None
-    columns: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class ViewSpec:
     """A view kept in the catalog, ``<layer>.<name>``, defined by a SELECT over the tables."""
 
@@ -167,11 +159,14 @@ class ViewSpec:
 
 @dataclass(frozen=True)
 class CatalogSettings:
-    """The persistent catalog: which metastore, and the comments and views it is given."""
+    """The persistent catalog: which metastore, and the views it is given.
+
+    Table and column comments are declared with each table in its pipeline (``comment``,
+    ``column_comments``): :meth:`Settings.table_doc`.
+    """
 
     metastore: Metastore = Metastore.EMBEDDED
     metastore_uris: str | None = None
-    tables: Mapping[str, TableDoc] = field(default_factory=dict)
     views: tuple[ViewSpec, ...] = ()
 
 
@@ -358,6 +353,20 @@ class Settings:
             except KeyError:
                 continue
         raise KeyError(f"no declared table {key!r}")
+
+    def table_doc(self, key: str) -> TableDoc | None:
+        """The declared comments and expectations of table ``key`` (``layer/name`` or
+        ``layer.name``); None for a table no pipeline declares (the engine's own)."""
+        try:
+            return self.declared_table(key)[1].doc
+        except KeyError:
+            return None
+
+    def expectations_of(self, key: str) -> tuple[ExpectationSpec, ...]:
+        """What gates table ``key``: the expectations its pipeline declares for it; none when the
+        gates are off (``quality.enabled: false``) or no pipeline declares the table."""
+        doc = self.table_doc(key) if self.quality.enabled else None
+        return doc.expectations if doc is not None else ()
 
     def gold_specs(self) -> tuple[tuple[PipelineSpec, GoldSpec], ...]:
         """Every declared gold table with its pipeline, pipelines in name order, tables as declared."""
@@ -925,6 +934,8 @@ def load_settings(
                           f"{kind_text!r} is not one of files, kafka") from None
     from medallion.quality.spec import parse_quality
 
+    pipelines = load_declared_pipelines(directory, env)
+    _refuse_moved_to_pipelines(tree, source, pipelines, env)
     quality = parse_quality(tree, source.of)
     catalog = _catalog_settings(reader, paths, spark)
     thrift = _thrift_settings(reader)
@@ -932,7 +943,54 @@ def load_settings(
                     catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
                     kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source),
                     state_store=_state_store(reader), maintenance=_maintenance(reader),
-                    pipelines=load_declared_pipelines(directory, env))
+                    pipelines=pipelines)
+
+
+# Settings that moved into the pipeline declarations: (section.key, what a table declares now,
+# the keys under the table's declaration that hold it).
+_MOVED_TO_PIPELINES = (
+    ("quality.tables", "expectations", "{at}.expectations"),
+    ("catalog.tables", "comments", "{at}.comment and {at}.column_comments (was columns)"),
+)
+
+
+def _refuse_moved_to_pipelines(tree: Mapping[str, Any], source: _Source,
+                               pipelines: tuple[PipelineSpec, ...], env: str) -> None:
+    """Refuse ``quality.tables`` and ``catalog.tables``: the tables declare their expectations and
+    comments now. A configuration written before would otherwise have them silently ignored, so
+    the error says, table by table, where each now goes."""
+    for dotted, what, keys in _MOVED_TO_PIPELINES:
+        section, _, key = dotted.partition(".")
+        value = tree.get(section)
+        if not isinstance(value, Mapping) or key not in value:
+            continue
+        files = sorted({origin for name, origin in source.origin.items()
+                        if name == dotted or name.startswith(f"{dotted}.")})
+        places = []
+        for table in value[key] if isinstance(value[key], Mapping) else {}:
+            place = _declaring(pipelines, str(table))
+            if place is None:
+                places.append(f"{table}: no pipeline declares this table")
+                continue
+            at, file = place
+            overlay = Path(file).with_name(f"{Path(file).stem}.{env}.yaml").name
+            places.append(f"{table} -> {keys.format(at=at)} in {file} (or its overlay {overlay})")
+        where = "; ".join(places) or (
+            f"{keys.format(at='<layer>.<table>')} in conf/{PIPELINES_FOLDER}/<name>.yaml")
+        raise ConfigError(dotted, ", ".join(files) or source.of(dotted),
+                          f"tables declare their own {what} in their pipeline now: {where}. "
+                          "Move the entries there and remove this key")
+
+
+def _declaring(pipelines: tuple[PipelineSpec, ...], table: str) -> tuple[str, str] | None:
+    """Where ``table`` (``layer/name`` or ``layer.name``) is declared: its key path and file."""
+    for pipeline in pipelines:
+        try:
+            decl = pipeline.table(table)
+        except KeyError:
+            continue
+        return decl.declared_at, pipeline.file
+    return None
 
 
 def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...]:
@@ -1001,7 +1059,7 @@ def _qualified_name(reader: _Reader, key: str, name: Any) -> str:
 
 
 def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> CatalogSettings:
-    from medallion.tables import column_names, known_tables  # tables import config: lazily
+    from medallion.tables import known_tables  # tables import config: lazily
 
     section = reader.section("catalog", {"metastore", "metastore_uris", "tables", "views"})
     metastore = _choice(reader, section, "catalog.metastore", Metastore, Metastore.EMBEDDED)
@@ -1016,27 +1074,7 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
                           "an external metastore needs thrift:// URIs here, or "
                           f"{' / '.join(_EXTERNAL_METASTORE_CONF)} in spark.conf")
 
-    tables_section = reader.section_of(section, "catalog.tables")
     known = known_tables()
-    tables: dict[str, TableDoc] = {}
-    for name in tables_section:
-        key = f"catalog.tables.{name}"
-        if name not in known:
-            raise ConfigError(key, reader.source.of(key),
-                              f"no such table (known: {', '.join(sorted(known))})")
-        doc_section = reader.section_of(tables_section, key, {"comment", "columns"}, name)
-        columns = reader.section_of(doc_section, f"{key}.columns")
-        allowed = column_names(known[name])
-        for column in columns:
-            if column not in allowed:
-                raise ConfigError(f"{key}.columns.{column}",
-                                  reader.source.of(f"{key}.columns.{column}"),
-                                  f"no such column (columns: {', '.join(allowed)})")
-        tables[name] = TableDoc(
-            comment=_optional_string(reader, doc_section, f"{key}.comment"),
-            columns={c: reader.string(columns, f"{key}.columns.{c}") for c in columns},
-        )
-
     views_section = reader.section_of(section, "catalog.views")
     views = []
     for name in views_section:
@@ -1051,8 +1089,7 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
                               "must be a single SELECT (or WITH ... SELECT) query")
         views.append(ViewSpec(name=name, sql=sql.strip().rstrip(";"),
                               comment=_optional_string(reader, view_section, f"{key}.comment")))
-    return CatalogSettings(metastore=metastore, metastore_uris=uris, tables=tables,
-                           views=tuple(views))
+    return CatalogSettings(metastore=metastore, metastore_uris=uris, views=tuple(views))
 
 
 def _thrift_settings(reader: _Reader) -> ThriftSettings:

@@ -40,7 +40,7 @@ INGESTIONS: tuple[tuple[TableSpec, str, Reader, Callable[[DataFrame], DataFrame]
 def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, spec: TableSpec,
                      folder: str, read: Reader, shape: Callable[[DataFrame], DataFrame]) -> RunningQuery:
     path = spec.path(settings)
-    ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
+    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     if not path_exists(spark, folder):
         log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
         return RunningQuery(spec.key, None, note=f"no landing folder {folder}")

@@ -116,16 +116,17 @@ class UpsertWriter:
 
 def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
-    ensure_table(spark, spec, path, settings.catalog.tables.get(spec.qualified_name))
+    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     # Every gold aggregation keeps windows or sessions in its state store.
     guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
                      app_id=(lambda query_id: txn_app_id(spec.key, query_id))
                      if gold.merge_keys else None)
-    expectations = settings.quality.for_table(spec.key)
+    expectations = settings.expectations_of(spec.key)
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)
     if any(e.severity.value == "drop" for e in expectations):
-        ensure_table(spark, quarantine, quarantine.path(settings))
+        ensure_table(spark, quarantine, quarantine.path(settings),
+                     settings.table_doc(quarantine.key))
     aggregated = read_table_stream(
         spark, gold.input.path(settings), settings.streaming.max_files_per_trigger
     ).transform(gold.transform)
@@ -145,7 +146,7 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
     for table in (*inputs.values(), QUALITY_RESULTS):
         with failing_as(table.key):
             ensure_table(spark, table, table.path(settings),
-                         settings.catalog.tables.get(table.qualified_name))
+                         settings.table_doc(table.key))
     started = []
     for gold in flows:
         with failing_as(gold.spec.key):

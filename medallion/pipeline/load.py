@@ -26,7 +26,9 @@ from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.model import (
     IDENTIFIER,
     INGESTED_AT,
+    ROW_LEVEL_TYPES,
     SOURCE_FILE,
+    SUPPORTED_TYPES,
     AggregateFunction,
     AggregateSpec,
     BronzeSpec,
@@ -308,34 +310,49 @@ class _Reader:
             raise self.error(self._join(prefix, key), f"{value!r} is not module:function")
         return value
 
-    def doc(self, section: Mapping[str, Any], prefix: str) -> TableDoc:
-        """Comments and expectations of a table."""
+    def doc(self, section: Mapping[str, Any], prefix: str, table: str) -> TableDoc:
+        """Comments and expectations of the table ``table`` (``layer/name``)."""
         comments = self.mapping(section, "column_comments", prefix)
         for column, comment in comments.items():
             if not isinstance(comment, str):
                 raise self.error(f"{prefix}.column_comments.{column}", "must be text")
         expectations = []
         for name, entry in self.entries(section, "expectations", prefix).items():
-            expectation = self._expectation(name, entry, f"{prefix}.expectations.{name}")
+            expectation = self._expectation(table, name, entry, f"{prefix}.expectations.{name}")
             if expectation is not None:
                 expectations.append(expectation)
         return TableDoc(comment=self.text(section, "comment", "", prefix),
                         column_comments={str(k): str(v).strip() for k, v in comments.items()},
                         expectations=tuple(expectations))
 
-    def _expectation(self, name: str, entry: Any, key: str) -> ExpectationSpec | None:
+    def _expectation(self, table: str, name: str, entry: Any, key: str) -> ExpectationSpec | None:
+        """One expectation; its type, severity and the shape of its arguments are checked here,
+        the arguments themselves by Great Expectations (:func:`medallion.quality.spec.check_expectations`)."""
         if not isinstance(entry, Mapping):
             raise self.error(key, "must be a mapping with expectation, kwargs, severity")
         self.keys(entry, key, _EXPECTATION_KEYS)
         if not self.boolean(entry, "enabled", True, key):
             return None  # an overlay turns one off by name
-        kind = self.text(entry, "expectation", prefix=key)
-        if not re.match(r"^expect_[a-z0-9_]+$", kind):
-            raise self.error(f"{key}.expectation", f"{kind!r} is not a Great Expectations type")
-        return ExpectationSpec(name=name, expectation=kind,
-                               kwargs=dict(self.mapping(entry, "kwargs", key)),
-                               severity=self.choice(entry, "severity", Severity, key),
-                               description=self.text(entry, "description", "", key))
+        kind = entry.get("expectation")
+        if not isinstance(kind, str) or kind not in SUPPORTED_TYPES:
+            raise self.error(f"{key}.expectation",
+                             f"{kind!r} is not an expectation the gate supports "
+                             f"({', '.join(sorted(SUPPORTED_TYPES))})")
+        severity = self.choice(entry, "severity", Severity, key)
+        if severity is Severity.DROP and kind not in ROW_LEVEL_TYPES:
+            raise self.error(f"{key}.severity", f"drop needs a row-level expectation; {kind} judges "
+                             "the whole batch (use warn or fail)")
+        kwargs = self.mapping(entry, "kwargs", key)
+        # An overlay may change one argument: the file to name is the one that changed it last.
+        kwargs_key = f"{key}.kwargs"
+        whole = self.origins.of(kwargs_key, self.file)
+        changed = [self.origins.of(f"{kwargs_key}.{argument}", self.file) for argument in kwargs]
+        return ExpectationSpec(
+            table=table, name=name, expectation_type=kind, kwargs=dict(kwargs), severity=severity,
+            source=self.origins.of(f"{key}.expectation", self.file),
+            description=self.text(entry, "description", "", key),
+            kwargs_source=next((o for o in reversed(changed) if o != whole), whole),
+            declared_at=key)
 
 
 def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
@@ -368,7 +385,7 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
     options = reader.mapping(section, "options", key)
     return SourceSpec(
         name=name, format=kind,
-        bronze=BronzeSpec(table=table, doc=reader.doc(bronze, f"{key}.bronze")),
+        bronze=BronzeSpec(table=table, doc=reader.doc(bronze, f"{key}.bronze", f"bronze/{table}")),
         path=reader.text(section, "path", prefix=key).strip("/") if files else None,
         glob=reader.text(section, "glob", _DEFAULT_GLOB[kind], key) if files else None,
         header=header, schema=schema, topics=topics,
@@ -466,7 +483,7 @@ def _silver(reader: _Reader, name: str, value: Any) -> SilverSpec:
         enrichments=tuple(enrichments),
         keep=reader.names(section, "keep", key, (SOURCE_FILE, INGESTED_AT)),
         python=reader.python_step(section, "python", key),
-        doc=reader.doc(section, key),
+        doc=reader.doc(section, key, f"silver/{name}"),
     )
 
 
@@ -510,7 +527,7 @@ def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) 
                         filter=reader.optional_text(section, "filter", key),
                         watermark=reader.duration(section, "watermark", prefix=key)
                         if section.get("watermark") else None,
-                        doc=reader.doc(section, key))
+                        doc=reader.doc(section, key, f"gold/{name}"))
     for derived in ("columns", "keys"):
         if section.get(derived) is not None:
             raise reader.error(f"{key}.{derived}", "derived from window, group_by and aggregates; "
@@ -538,6 +555,6 @@ def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) 
         aggregates=tuple(aggregates),
         filter=reader.optional_text(section, "filter", key),
         watermark=reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None,
-        doc=reader.doc(section, key),
+        doc=reader.doc(section, key, f"gold/{name}"),
     )
 

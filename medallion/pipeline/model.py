@@ -99,11 +99,35 @@ class AggregateFunction(str, Enum):
 
 
 class Severity(str, Enum):
-    """What a failed expectation does to a batch (the same values as ``quality.tables``)."""
+    """What a failed expectation does to the batch."""
 
-    WARN = "warn"
-    DROP = "drop"
-    FAIL = "fail"
+    WARN = "warn"  # recorded only
+    DROP = "drop"  # the failing rows go to the table's quarantine; the rest move on
+    FAIL = "fail"  # nothing is committed downstream; the job exits non-zero
+
+
+# Expectation types the quality gate computes in one aggregation over the batch. Row-level ones
+# (a yes/no per row) can also ``drop``; batch-level ones describe the batch as a whole.
+ROW_LEVEL_TYPES: frozenset[str] = frozenset({
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_null",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_not_be_in_set",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_match_regex",
+    "expect_column_values_to_not_match_regex",
+    "expect_column_value_lengths_to_be_between",
+    "expect_column_pair_values_a_to_be_greater_than_b",
+})
+BATCH_LEVEL_TYPES: frozenset[str] = frozenset({
+    "expect_table_row_count_to_be_between",
+    "expect_column_values_to_be_unique",
+    "expect_column_max_to_be_between",
+    "expect_column_min_to_be_between",
+    "expect_column_mean_to_be_between",
+    "expect_column_sum_to_be_between",
+})
+SUPPORTED_TYPES: frozenset[str] = ROW_LEVEL_TYPES | BATCH_LEVEL_TYPES
 
 
 class TableRole(str, Enum):
@@ -151,13 +175,27 @@ class Field:
 
 @dataclass(frozen=True)
 class ExpectationSpec:
-    """A data-quality expectation gating a table (see ``quality.tables`` in ``conf/base.yaml``)."""
+    """A data-quality expectation gating a table, as declared under the table's ``expectations``.
 
+    The one model of an expectation: the loader builds it, the quality gate evaluates it.
+    ``source`` and ``kwargs_source`` name the files that declared the type and (last) changed the
+    arguments; ``declared_at`` is the key path (``gold.<name>.expectations.<expectation>``).
+    """
+
+    table: str  # layer/name of the table it gates
     name: str
-    expectation: str  # a Great Expectations expectation type, e.g. expect_column_values_to_not_be_null
+    expectation_type: str  # a Great Expectations type, e.g. expect_column_values_to_not_be_null
     kwargs: Mapping[str, Any]
     severity: Severity
+    source: str = field(default="defaults", compare=False)
     description: str = ""
+    kwargs_source: str = field(default="defaults", compare=False)
+    declared_at: str = field(default="", compare=False)
+
+    @property
+    def row_level(self) -> bool:
+        """Whether the expectation judges each row (and so can drop the rows it rejects)."""
+        return self.expectation_type in ROW_LEVEL_TYPES
 
 
 @dataclass(frozen=True)

@@ -160,12 +160,12 @@ def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> 
     for spec in (bronze, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
         ensure_table(spark, spec, spec.path(settings),
-                     settings.catalog.tables.get(spec.qualified_name))
+                     settings.table_doc(spec.key))
     checkpoint = SILVER_EVENTS.checkpoint(settings)
     # Silver's own write is the batch's last, so silver's transaction id says how far it got.
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key,
                      app_id=lambda query_id: txn_app_id(SILVER_EVENTS.key, query_id))
-    expectations = settings.quality.for_table(SILVER_EVENTS.key)
+    expectations = settings.expectations_of(SILVER_EVENTS.key)
     gate = QualityGate(SILVER_EVENTS, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
     writer = SilverBatchWriter(settings, checkpoint, gate=gate)

@@ -20,9 +20,10 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import documented_schema, register_table, table_comment
 from medallion.checkpoints import check_not_behind, check_state, inspect_checkpoint
-from medallion.config import TableDoc, Trigger, TriggerKind
+from medallion.config import Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
+from medallion.pipeline.model import TableDoc
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
                  doc: TableDoc | None = None) -> None:
     """Create the Delta table if it does not exist, and register it as ``<layer>.<name>``.
 
-    ``doc`` (from ``catalog.tables`` in configuration) gives the table and column comments it is
+    ``doc`` (the table's declaration in its pipeline) gives the table and column comments it is
     created with, so the first run already commits them with the table. A table that exists is
     left alone, without a Spark job or a catalog call (the catalog's preparation keeps existing
     tables registered). A table whose creation was killed before its first commit (a log folder

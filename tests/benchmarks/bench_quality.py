@@ -4,11 +4,12 @@
     python -m tests.benchmarks.bench_quality --events 100000       (a quick run)
 
 Generates ``--events`` sample events, ingests them into bronze once, then runs silver on copies of
-that bronze, alternating without the gate (``quality.enabled: false``) and with the default gate
-of ``conf/base.yaml``, ``--repeats`` times each. Prints the wall time of each run and the ratio of
-the best gated run to the best plain run. It then times the gate's evaluation alone on the silver
-batch, by the single-pass engine and by Great Expectations' own Spark validation of the same
-expectations, counting the Spark jobs of each. Measured, not asserted: results go to stdout and to
+that bronze, alternating without the gate (``quality.enabled: false``) and with the gate that
+silver/events declares in ``conf/pipelines/events.yaml``, ``--repeats`` times each. Prints the wall
+time of each run and the ratio of the best gated run to the best plain run. It then times the
+gate's evaluation alone on the silver batch, by the single-pass engine and by Great Expectations'
+own Spark validation of the same expectations, counting the Spark jobs of each. Measured, not
+asserted: results go to stdout and to
 ``bench-results/quality-<events>.json``.
 """
 
@@ -75,7 +76,7 @@ def _gx_native(frame: DataFrame, settings: Settings) -> Any:
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     asset = context.data_sources.add_spark("bench").add_dataframe_asset("silver")
     batch_definition = asset.add_batch_definition_whole_dataframe("batch")
-    specs = settings.quality.for_table(SILVER_EVENTS.key)
+    specs = settings.expectations_of(SILVER_EVENTS.key)
     suite = gx.ExpectationSuite(name="silver/events",
                                 expectations=[build_expectation(spec) for spec in specs])
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-quality-"))
     landing, bronze_home = work / "landing", work / "bronze"
     base = _settings(landing, bronze_home, gated=True)
-    check_expectations(base.quality)
+    check_expectations(base)
     started = time.monotonic()
     generate_landing(landing, GenerateSpec(events=args.events, files=args.files, burst="bench"))
     log.info("generated %d events in %.1fs", args.events, time.monotonic() - started)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     silver = read(SILVER_EVENTS.path(gated)).persist()
     silver.count()
-    specs = gated.quality.for_table(SILVER_EVENTS.key)
+    specs = gated.expectations_of(SILVER_EVENTS.key)
     evaluate_batch(silver, specs)  # warm-up: GX import and expectation classes
     single_seconds, single_jobs, evaluation = _timed_jobs(
         spark, "gate-single-pass", lambda: evaluate_batch(silver, specs))

@@ -1,5 +1,6 @@
 """The gold job runs a second pipeline's declared gold tables: it reads their declared input
-(not silver/events), MERGEs update-mode windows on the declared keys and appends closed sessions.
+(not silver/events), MERGEs update-mode windows on the declared keys and appends closed sessions;
+the tables' declared expectations gate them, a ``drop`` sending rows to ``<table>_quarantine``.
 
 The silver input is written directly (the silver job of a second pipeline is another step's);
 expected rows are computed by hand.
@@ -18,7 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from medallion.config import Trigger, load_settings
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import TableSpec
+from medallion.tables import QUALITY_RESULTS, TableSpec
 from tests.conf_support import copy_base_conf
 
 ORDERS = Path(__file__).resolve().parents[1] / "unit" / "pipeline_fixtures" / "pipelines" / "orders.yaml"
@@ -33,6 +34,17 @@ def test_a_second_pipeline_gold_tables_are_run_from_their_declaration(
     conf = copy_base_conf(tmp_path / "conf")
     shutil.copy(ORDERS, conf / "pipelines" / "orders.yaml")
     (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    # A pipeline overlay adds a drop to the sliding table: windows without a price (avg_price
+    # null) are quarantined. store_visits keeps the fixture's own drop (orders_positive).
+    (conf / "pipelines" / "orders.local.yaml").write_text("""
+gold:
+  category_revenue_sliding:
+    expectations:
+      priced:
+        expectation: expect_column_values_to_not_be_null
+        kwargs: {column: avg_price}
+        severity: drop
+""", encoding="utf-8")
     settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
                              lakehouse=str(tmp_path / "lakehouse"))
     assert [p.name for p in settings.pipelines] == ["events", "orders"]
@@ -72,11 +84,28 @@ def test_a_second_pipeline_gold_tables_are_run_from_their_declaration(
         *((*hour(s), "food", *food_with_3) for s in ("09:30:00", "09:45:00", "10:00:00")),
         (*hour("10:15:00"), "food", 1, 1, Decimal("1.00"), Decimal("1.000000"), Decimal("1.00"), 1),
         *((*hour(s), "food", *noon) for s in ("11:15:00", "11:30:00", "11:45:00", "12:00:00")),
-        *((*hour(s), "toys", *toys) for s in ("09:30:00", "09:45:00", "10:00:00", "10:15:00")),
     ]
     sliding = TableSpec.from_decl(orders.table("gold/category_revenue_sliding"))
     assertDataFrameEqual(spark.read.format("delta").load(sliding.path(settings)),
                          spark.createDataFrame(expected, sliding.schema_ddl))
+    # The toys windows have no price (avg_price null): dropped by `priced`, once (run 2 did not
+    # update them), to the quarantine, with their values, the reason and when.
+    quarantined = spark.read.format("delta").load(
+        f"{settings.paths.lakehouse}/gold/category_revenue_sliding_quarantine")
+    assert {(*tuple(r)[:-2], tuple(r["reasons"])) for r in quarantined.collect()} == {
+        (*hour(s), "toys", *toys, ("priced",)) for s in ("09:30:00", "09:45:00", "10:00:00",
+                                                         "10:15:00")}
+    assert quarantined.where("quarantined_at IS NULL").count() == 0
+    # store_visits' own drop (orders_positive) rejected nothing: its quarantine is there, empty.
+    assert spark.read.format("delta").load(
+        f"{settings.paths.lakehouse}/gold/store_visits_quarantine").count() == 0
+    # Run 1 gated the sliding table's 8 first windows (4 without a price), run 2 its 8 updated
+    # ones; the closed s1 session was gated once it was emitted.
+    gated = {(r["table"], r["expectation"], r["severity"], r["success"], r["unexpected_count"])
+             for r in spark.read.format("delta").load(QUALITY_RESULTS.path(settings)).collect()}
+    assert gated == {("gold/category_revenue_sliding", "priced", "drop", False, 4),
+                     ("gold/category_revenue_sliding", "priced", "drop", True, 0),
+                     ("gold/store_visits", "orders_positive", "drop", True, 0)}
     visits = TableSpec.from_decl(orders.table("gold/store_visits"))
     assertDataFrameEqual(spark.read.format("delta").load(visits.path(settings)),
                          spark.createDataFrame([("s1", "Paris", at("10:00:00"), at("10:40:00"), 1,

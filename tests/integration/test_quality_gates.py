@@ -1,15 +1,17 @@
 """Quality gates inside the streaming writes: each severity, a fail and its rerun, the accounting.
 
-Landing lines are written by hand, so every expected count below is counted by hand too.
+The gates are the expectations the tables declare, set here by pipeline overlays
+(``conf/pipelines/events.<env>.yaml``) as a user would. Landing lines are written by hand, so every
+expected count below is counted by hand too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,6 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import write_atomically
-from medallion.quality.spec import ExpectationSpec, QualitySettings, Severity
 from medallion.runner import Layer, run_pipeline
 from medallion.sinks.delta import path_exists, table_version
 from medallion.streaming import JobError
@@ -31,7 +32,7 @@ from medallion.tables import (
     SILVER_QUARANTINE,
     quarantine_of,
 )
-from tests.conf_support import copy_base_conf
+from tests.conf_support import REPO_CONF, copy_base_conf
 from tests.conftest import make_settings
 
 NOW = Trigger.parse("available-now")
@@ -48,8 +49,16 @@ def _land(settings: Settings, lines: list[str]) -> None:
                      ["customer_id,customer_name,segment", "u0001,Ann,smb", "u0002,Bob,consumer"])
 
 
-def _with(settings: Settings, *specs: ExpectationSpec) -> Settings:
-    return replace(settings, quality=QualitySettings(enabled=True, expectations=specs))
+def _conf_with(tmp_path: Path, overlays: dict[str, str], pipeline_overlays: dict[str, str]) -> Path:
+    """The repo's configuration with settings overlays ``<env>.yaml`` and events' pipeline
+    overlays ``pipelines/events.<env>.yaml``."""
+    conf = tmp_path / "conf"
+    copy_base_conf(conf)
+    for env, text in overlays.items():
+        (conf / f"{env}.yaml").write_text(text, encoding="utf-8")
+    for env, text in pipeline_overlays.items():
+        (conf / "pipelines" / f"events.{env}.yaml").write_text(text, encoding="utf-8")
+    return conf
 
 
 def _rows(spark: SparkSession, path: str) -> int:
@@ -62,8 +71,37 @@ def _results(spark: SparkSession, settings: Settings) -> set[tuple]:
              r["unexpected_count"]) for r in frame.collect()}
 
 
+ONLY_THREE = """
+silver:
+  events:
+    expectations:
+      event_id_not_null: {enabled: false}
+      event_id_unique: {enabled: false}
+      user_id_not_null: {enabled: false}
+      user_id_not_blank: {enabled: false}
+      event_type_in_set: {enabled: false}
+      timestamp_not_null: {enabled: false}
+      amount_not_negative: {enabled: false}
+      segment_not_null: {enabled: false}
+      batch_size: {enabled: false}
+      fresh_events: {enabled: false}
+      user_format:
+        expectation: expect_column_values_to_match_regex
+        kwargs: {column: user_id, regex: '^u\\d{4}$'}
+        severity: drop
+      big_amount:
+        expectation: expect_column_values_to_be_between
+        kwargs: {column: amount, max_value: 1000}
+        severity: warn
+      unique_ids:
+        expectation: expect_column_values_to_be_unique
+        kwargs: {column: event_id}
+        severity: fail
+"""
+
+
 def test_warn_records_drop_quarantines_and_the_accounting_holds(
-        spark: SparkSession, settings: Settings) -> None:
+        spark: SparkSession, settings: Settings, tmp_path: Path) -> None:
     line_e3 = _event("e3", "guest", "click", "2025-01-27T10:02:00Z")
     _land(settings, [
         _event("e1", "u0001", "view", "2025-01-27T10:00:00Z"),
@@ -73,15 +111,13 @@ def test_warn_records_drop_quarantines_and_the_accounting_holds(
         _event("e4", "u0001", "purchase", "2025-01-27T10:03:00Z", 2000.0),  # big_amount: warned
         "not json at all",  # quarantined by parsing
     ])
-    gated = _with(
-        settings,
-        ExpectationSpec("silver/events", "user_format", "expect_column_values_to_match_regex",
-                        {"column": "user_id", "regex": r"^u\d{4}$"}, Severity.DROP),
-        ExpectationSpec("silver/events", "big_amount", "expect_column_values_to_be_between",
-                        {"column": "amount", "max_value": 1000}, Severity.WARN),
-        ExpectationSpec("silver/events", "unique_ids", "expect_column_values_to_be_unique",
-                        {"column": "event_id"}, Severity.FAIL),
-    )
+    # silver/events gated by these three alone: its declared ones off, by name, and three added.
+    conf = _conf_with(tmp_path, {}, {"local": ONLY_THREE})
+    shutil.copy(REPO_CONF / "local.yaml", conf / "local.yaml")
+    gated = load_settings(env="local", conf_dir=conf, landing=settings.paths.landing,
+                          lakehouse=settings.paths.lakehouse)
+    assert [e.name for e in gated.expectations_of("silver/events")] == [
+        "user_format", "big_amount", "unique_ids"]
     run_pipeline(spark, gated, Layer.BRONZE, NOW)
     runs = run_pipeline(spark, gated, Layer.SILVER, NOW)
 
@@ -104,28 +140,23 @@ def test_warn_records_drop_quarantines_and_the_accounting_holds(
     assert runs[0].quarantined == 2 and runs[0].duplicates_removed == 1
 
 
-def _conf_with(tmp_path: Path, overlays: dict[str, str]) -> Path:
-    conf = tmp_path / "conf"
-    copy_base_conf(conf)
-    for env, text in overlays.items():
-        (conf / f"{env}.yaml").write_text(text, encoding="utf-8")
-    return conf
-
-
 AMOUNT_RULE = """
-quality:
-  tables:
-    silver/events:
+silver:
+  events:
+    expectations:
       amount_at_most:
         expectation: expect_column_values_to_be_between
         kwargs: {{column: amount, max_value: {limit}}}
         severity: fail
-    gold/event_counts_5m:
+gold:
+  event_counts_5m:
+    expectations:
       few_events:
         expectation: expect_column_values_to_be_between
         kwargs: {{column: event_count, max_value: {gold_limit}}}
         severity: fail
-    gold/user_sessions:
+  user_sessions:
+    expectations:
       short_sessions:
         expectation: expect_column_values_to_be_between
         kwargs: {{column: event_count, max_value: 1}}
@@ -136,7 +167,7 @@ quality:
 @pytest.mark.slow
 def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
         spark: SparkSession, tmp_path: Path) -> None:
-    conf = _conf_with(tmp_path, {
+    conf = _conf_with(tmp_path, {"failing": "", "fixed": ""}, {
         "failing": AMOUNT_RULE.format(limit=1000, gold_limit=1),
         "fixed": AMOUNT_RULE.format(limit=100000, gold_limit=1000),
     })

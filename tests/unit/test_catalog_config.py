@@ -28,8 +28,10 @@ def test_repo_configuration_has_embedded_catalog_comments_and_daily_views(tmp_pa
     settings = make_settings(tmp_path)
     assert settings.catalog.metastore is Metastore.EMBEDDED
     assert settings.catalog_dir() == f"{tmp_path}/lakehouse/_catalog"
-    doc = settings.catalog.tables["gold.event_counts_5m"]
-    assert doc.columns["window_start"] == "Start of the 5-minute window, inclusive (UTC)"
+    doc = settings.table_doc("gold.event_counts_5m")  # declared in conf/pipelines/events.yaml
+    assert doc is not None
+    assert doc.column_comments["window_start"] == "Start of the 5-minute window, inclusive (UTC)"
+    assert settings.table_doc("quality/results") is None  # the engine's own: tables.py's comment
     assert [v.name for v in settings.catalog.views] == [
         "gold.event_counts_daily", "gold.segment_revenue_daily"]
     assert settings.thrift.host == "127.0.0.1"
@@ -50,18 +52,20 @@ def test_column_names_are_read_from_the_ddl() -> None:
         "raw", "event_id", "reasons", "source_file", "ingested_at"]
 
 
-def test_views_and_comments_are_read(tmp_path: Path) -> None:
-    settings = _load(tmp_path, """
+def test_views_are_read_and_comments_come_from_a_pipeline_overlay(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, """
 catalog:
-  tables:
-    silver.events:
-      comment: Clean events
-      columns: {event_id: The id}
   views:
     silver.few: {sql: "SELECT * FROM silver.events LIMIT 3;", comment: Three}
 """)
-    doc = settings.catalog.tables["silver.events"]
-    assert (doc.comment, dict(doc.columns)) == ("Clean events", {"event_id": "The id"})
+    (conf / "pipelines" / "events.local.yaml").write_text(
+        "silver:\n  events:\n    comment: Clean events\n"
+        "    column_comments: {event_id: The id}\n", encoding="utf-8")
+    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "l"),
+                             lakehouse=str(tmp_path / "h"))
+    doc = settings.table_doc("silver.events")
+    assert doc is not None
+    assert (doc.comment, dict(doc.column_comments)) == ("Clean events", {"event_id": "The id"})
     few = [v for v in settings.catalog.views if v.name == "silver.few"][0]
     assert (few.sql, few.comment) == ("SELECT * FROM silver.events LIMIT 3", "Three")
 
@@ -69,11 +73,12 @@ catalog:
 @pytest.mark.parametrize(("local", "key", "words"), [
     ("catalog: {metastore: hive}\n", "catalog.metastore", "not one of embedded, external"),
     ("catalog: {metastore: external}\n", "catalog.metastore_uris", "thrift://"),
-    ("catalog: {tables: {gold.nope: {comment: x}}}\n", "catalog.tables.gold.nope", "no such table"),
-    ("catalog: {tables: {gold.event_counts_5m: {columns: {nope: x}}}}\n",
-     "catalog.tables.gold.event_counts_5m.columns.nope", "no such column"),
-    ("catalog: {tables: {gold.event_counts_5m: {colour: x}}}\n",
-     "catalog.tables.gold.event_counts_5m.colour", "unknown key"),
+    # Comments moved to the tables' declarations: the old key is refused, saying where it went.
+    ("catalog: {tables: {gold.event_counts_5m: {comment: x}}}\n", "catalog.tables",
+     "gold.event_counts_5m -> gold.event_counts_5m.comment and gold.event_counts_5m.column_comments"
+     " (was columns) in {conf}/pipelines/events.yaml (or its overlay events.local.yaml)"),
+    ("catalog: {tables: {gold.nope: {comment: x}}}\n", "catalog.tables",
+     "gold.nope: no pipeline declares this table"),
     ("catalog: {views: {daily: {sql: SELECT 1}}}\n", "catalog.views.daily", "catalog name"),
     ("catalog: {views: {gold.x: {sql: DROP TABLE gold.user_sessions}}}\n",
      "catalog.views.gold.x.sql", "single SELECT"),
@@ -93,7 +98,7 @@ def test_bad_catalog_or_thrift_configuration_names_key_and_file(
         _load(tmp_path, local)
     assert caught.value.key == key
     assert caught.value.source == str(tmp_path / "conf" / "local.yaml")
-    assert words in str(caught.value)
+    assert words.replace("{conf}", str(tmp_path / "conf")) in str(caught.value)
 
 
 def test_embedded_metastore_needs_a_local_lakehouse(tmp_path: Path) -> None:

@@ -15,15 +15,17 @@ def test_backfill_checks_expectation_arguments_before_spark_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = tmp_path / "conf"
     copy_base_conf(conf)
-    (conf / "local.yaml").write_text(
-        "quality:\n  tables:\n    gold/user_sessions:\n      event_count_positive:\n"
+    (conf / "local.yaml").write_text("", encoding="utf-8")
+    overlay = conf / "pipelines" / "events.local.yaml"
+    overlay.write_text(
+        "gold:\n  user_sessions:\n    expectations:\n      event_count_positive:\n"
         "        kwargs: {column: event_count, min_value: lots}\n", encoding="utf-8")
     status = main(["backfill", "gold", "--full-refresh", "--yes", "--conf-dir", str(conf),
                    "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
     assert status == 2
     err = capsys.readouterr().err
-    assert "quality.tables.gold/user_sessions.event_count_positive.kwargs" in err
-    assert str(conf / "local.yaml") in err
+    assert "gold.user_sessions.expectations.event_count_positive.kwargs" in err
+    assert str(overlay) in err
     assert not (tmp_path / "lake").exists()  # refused before anything started
 
 
