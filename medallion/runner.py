@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 
 from py4j.protocol import Py4JError
@@ -63,14 +65,17 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     try:
         if trigger.kind is TriggerKind.PROCESSING_TIME:
             started: list[RunningQuery] = []
-            for each in layers_of(layer):
-                started += STARTERS[each](spark, settings, trigger)
+            with _stopping_on_failure(spark):
+                for each in layers_of(layer):
+                    started += STARTERS[each](spark, settings, trigger)
             return serve(started, collector)
         runs: list[TableRun] = []
         for each in layers_of(layer):
             log.info("running %s with trigger %s", each.value, trigger)
             try:
-                layer_runs = await_all(STARTERS[each](spark, settings, trigger), collector)
+                with _stopping_on_failure(spark):
+                    layer_queries = STARTERS[each](spark, settings, trigger)
+                layer_runs = await_all(layer_queries, collector)
                 runs += layer_runs
                 if collector is not None and any(run.batches for run in layer_runs):
                     # the record of committed batches survives a kill in a later layer; a layer
@@ -86,6 +91,22 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     finally:
         if collector is not None:
             _finish_monitoring(spark, collector)
+
+
+@contextmanager
+def _stopping_on_failure(spark: SparkSession) -> Iterator[None]:
+    """Stop the queries started inside the block if it fails: a starter that fails on its third
+    table has already started the first two, and left running they would hold their checkpoints
+    (an in-process caller's next run could not start them again) and keep writing."""
+    before = {query.id for query in spark.streams.active}
+    try:
+        yield
+    except BaseException:
+        for query in spark.streams.active:
+            if query.id not in before:
+                with contextlib.suppress(Exception):  # the cause matters more than the stop
+                    query.stop()
+        raise
 
 
 def _write_monitoring(collector: ProgressCollector) -> None:

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
+from medallion.gold.job import gold_flows
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from medallion.tables import GOLD_EVENT_COUNTS_5M, SILVER_BATCH_METRICS
@@ -176,6 +177,26 @@ def test_deleted_metadata_fails_loudly_and_a_copy_recovers(
     assert f"medallion backfill {SILVER} --full-refresh" in message
     assert_tables(snapshot(spark, settings), before,
                   ("silver/events", "silver/events_quarantine", "duplicates_removed", *GOLD_TABLES))
+
+    put_back(backup, checkpoint)
+    run_all(spark, settings)
+    assert_tables(snapshot(spark, settings), runs.expected)
+
+
+def test_a_failed_start_stops_the_queries_started_before_it(
+        spark: SparkSession, runs: Runs, tmp_path: Path) -> None:
+    # Gold's queries start one after the other; the last one's damaged checkpoint fails the layer
+    # after the others are running. Left running, they would keep their checkpoints busy: this
+    # process's next run could not start them ("already active").
+    settings = copy_of_run_1(runs, tmp_path)
+    last = gold_flows(settings)[-1].spec.key
+    checkpoint = Path(settings.checkpoint_path(last))
+    backup = shutil.copytree(checkpoint, tmp_path / "backup")
+    (checkpoint / "metadata").unlink()
+
+    with pytest.raises(CheckpointError, match=f"^{last}: checkpoint file"):
+        run_all(spark, settings)
+    assert [query.name for query in spark.streams.active] == []
 
     put_back(backup, checkpoint)
     run_all(spark, settings)

@@ -47,6 +47,16 @@ def _burst(landing: Path, name: str, seed: int) -> None:
                                            seconds_between_events=3, seed=seed))
 
 
+def _failure(log: Path) -> str:
+    """What a failed run said: its medallion and error lines first (the JVM's shutdown noise
+    after them can fill a tail), then the end of its log."""
+    text = log.read_text(errors="replace")
+    said = [line for line in text.splitlines()
+            if line.startswith("medallion") or re.search(r"(Error|Exception)\b.*:", line)
+            and not line.lstrip().startswith("at ")]
+    return "\n".join(said[:40]) + "\n...\n" + text[-2000:]
+
+
 def _where(log_text: str) -> str:
     """The stage a killed run had reached, from its log."""
     layers = re.findall(r"running (bronze|silver|gold|publish) with trigger", log_text)
@@ -68,7 +78,7 @@ def _kill_chain(conf: Path, landing: Path, lakehouse: Path, log_dir: Path, rng: 
         while run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if run.poll() is not None:  # it finished first: later runs are shorter, draw within that
-            assert run.returncode == 0, log.read_text()[-3000:]
+            assert run.returncode == 0, _failure(log)
             horizon = time.monotonic() - started
             continue
         os.killpg(run.pid, signal.SIGKILL)
@@ -103,7 +113,7 @@ def _planned_kills(conf: Path, landing: Path, lakehouse: Path, log: Path,
 
 def _finish(conf: Path, landing: Path, lakehouse: Path, log: Path) -> None:
     final = start_run(conf, landing, lakehouse, log)
-    assert final.wait(timeout=1200) == 0, log.read_text()[-3000:]
+    assert final.wait(timeout=1200) == 0, _failure(log)
 
 
 @pytest.mark.slow
