@@ -210,17 +210,38 @@ def submitted_conf() -> SparkConf:
     return SparkConf()
 
 
-def _launch_jvm(builder: SparkSession.Builder) -> None:
-    """Start the driver's JVM the way PySpark would, but with its standard output on stderr.
+DIST_CLASSPATH = "SPARK_DIST_CLASSPATH"
+
+
+def _local_master(settings: Settings, submitted: SparkConf) -> bool:
+    """Whether the session's executors run inside the driver's JVM (``local``, ``local[N]``)."""
+    master = submitted.get("spark.master") or settings.spark.master or "local[*]"
+    return master.startswith("local")
+
+
+def _launch_jvm(builder: SparkSession.Builder, class_path: list[str]) -> None:
+    """Start the driver's JVM the way PySpark would, but with its standard output on stderr,
+    and ``class_path`` after Spark's own jars.
 
     A command's standard output is its result (``medallion sql --format json``, a CSV export):
-    the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it.
+    the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it. The launcher
+    puts ``SPARK_DIST_CLASSPATH`` after Spark's jars (``spark.driver.extraClassPath`` would go
+    before them, and the AWS SDK bundle's old copy of SLF4J would then silence Spark's logging).
     """
     from pyspark.java_gateway import launch_gateway
 
     conf = SparkConf(loadDefaults=False)
     conf.setAll(list(builder._options.items()))  # what getOrCreate would give the launcher
-    gateway = launch_gateway(conf, popen_kwargs={"stdout": sys.stderr})
+    inherited = os.environ.get(DIST_CLASSPATH)
+    if class_path:
+        os.environ[DIST_CLASSPATH] = os.pathsep.join([*filter(None, [inherited]), *class_path])
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": sys.stderr})
+    finally:
+        if inherited is None:
+            os.environ.pop(DIST_CLASSPATH, None)
+        else:
+            os.environ[DIST_CLASSPATH] = inherited
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
 
@@ -248,8 +269,15 @@ def build_session(settings: Settings, register_tables: bool = True,
         builder = builder.master(settings.spark.master)
     packages = jvm_packages(settings)
     known_jars = None if resolve_packages else resolved_jars(packages)
+    class_path: list[str] = []
+    conf = {**session_conf(settings), **(extra_conf or {})}
     if submitted.contains("spark.jars.packages") or submitted.contains("spark.jars"):
         packages = []  # spark-submit resolved what it was given
+    elif known_jars and SparkContext._gateway is None and _local_master(settings, submitted):
+        # On the class path of the JVM about to start, not in spark.jars: a local executor copies
+        # every spark.jars file into its temporary folder at each start (600 MB with the AWS SDK
+        # bundle), which costs seconds and, when a run is killed, stays behind in /tmp.
+        class_path = known_jars
     elif known_jars:
         builder = builder.config("spark.jars", ",".join(known_jars))
     else:
@@ -259,13 +287,12 @@ def build_session(settings: Settings, register_tables: bool = True,
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads
         # the variable when the context starts (spark-submit sets it from its own settings).
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    conf = {**session_conf(settings), **(extra_conf or {})}
     for key, value in conf.items():
         if not submitted.contains(key):  # a --conf given to spark-submit wins
             builder = builder.config(key, value)
     fresh = SparkContext._active_spark_context is None
     if SparkContext._gateway is None:
-        _launch_jvm(builder)
+        _launch_jvm(builder, class_path)
     spark = builder.getOrCreate()
     if fresh and packages and not known_jars:
         remember_jars(packages, spark)

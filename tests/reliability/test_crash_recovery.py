@@ -40,13 +40,20 @@ def conf_with_small_batches(root: Path) -> Path:
     return conf
 
 
+def spark_scratch(lakehouse: Path) -> Path:
+    """Where the runs of ``lakehouse`` keep Spark's scratch folders (``SPARK_LOCAL_DIRS``)."""
+    return lakehouse.parent / f"{lakehouse.name}-spark-scratch"
+
+
 def start_run(conf: Path, landing: Path, lakehouse: Path, log: Path) -> subprocess.Popen[bytes]:
     """``medallion run all`` in its own process group (the JVM is a child of it)."""
     return subprocess.Popen(
         [sys.executable, "-m", "medallion", "-v", "run", "all", "--conf-dir", str(conf),
          "--landing", str(landing), "--lakehouse", str(lakehouse)],
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        # Spark's scratch folders (spark-*) in one place per test, to see what kills leave behind
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+             "SPARK_LOCAL_DIRS": str(spark_scratch(lakehouse))},
     )
 
 

@@ -31,6 +31,7 @@ from tests.reliability.test_crash_recovery import (
     KILL_POINTS,
     conf_with_small_batches,
     make_settings_at,
+    spark_scratch,
     start_run,
     wait_then_kill,
 )
@@ -157,3 +158,7 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
           + ", ".join(f"{stage} {n}" for stage, n in sorted(landed.items())))
     planned = len(KILL_POINTS) if seed == SEEDS[0] else 0
     assert sum(landed.values()) == 2 * KILLS_PER_PHASE + planned, landed  # every kill hit a run
+    # A killed JVM cannot remove its scratch folder. It must stay small: a local session that
+    # copied its jars there (Spark's way with spark.jars) left 600 MB per kill and filled disks.
+    left = sum(f.stat().st_size for f in spark_scratch(crashed_lakehouse).rglob("*") if f.is_file())
+    assert left < 20 * 2**20 * sum(landed.values()), f"{left / 2**20:.0f} MB left by the kills"
