@@ -213,6 +213,12 @@ def submitted_conf() -> SparkConf:
 DIST_CLASSPATH = "SPARK_DIST_CLASSPATH"
 
 
+# The driver JVM's logging: Spark's defaults without their start-up banner (a file URI is
+# percent-encoded, so no space splits the option string).
+JVM_LOGGING_OPTION = ("-Dlog4j2.configurationFile="
+                      + Path(__file__).resolve().with_name("log4j2.properties").as_uri())
+
+
 def _local_master(settings: Settings, submitted: SparkConf) -> bool:
     """Whether the session's executors run inside the driver's JVM (``local``, ``local[N]``)."""
     master = submitted.get("spark.master") or settings.spark.master or "local[*]"
@@ -282,6 +288,12 @@ def build_session(settings: Settings, register_tables: bool = True,
         builder = builder.config("spark.jars", ",".join(known_jars))
     else:
         builder = builder.config("spark.jars.packages", ",".join(packages))
+    if known_jars:  # nothing to resolve: Ivy need not load its settings (and say so on stdout)
+        for key in resolution_conf():
+            conf.pop(key, None)
+    if SparkContext._gateway is None and not submitted.contains("spark.driver.extraJavaOptions"):
+        conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [
+            JVM_LOGGING_OPTION, conf.get("spark.driver.extraJavaOptions")]))
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads

@@ -5,6 +5,7 @@ process's, and both had found it free.)"""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,17 @@ from pyspark.sql import SparkSession
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.tables import BRONZE_EVENTS
 from tests.conftest import REPO, make_settings
+
+# What a run without -v may print: medallion's own warnings and errors, the summary table, and the
+# one line the JVM itself writes when it starts with the incubator module Spark 4 asks for.
+_SAID = re.compile(r"\d{4}-\d\d-\d\d [\d:,]+ (WARNING|ERROR) medallion[.\w]*: |medallion: |"
+                   r"table +batches|-{10}|[a-z_]+/[a-z_0-9]+ +\d|"
+                   r"WARNING: Using incubator modules: jdk\.incubator\.vector$")
+
+
+def _noise(output: str) -> list[str]:
+    """The lines of ``output`` that are neither medallion's nor expected from the JVM."""
+    return [line for line in output.splitlines() if line.strip() and not _SAID.match(line)]
 
 
 @pytest.mark.slow
@@ -35,6 +47,8 @@ def test_two_runs_started_together_one_waits_and_nothing_is_doubled(
     waited = [o for o in outputs if "waiting up to" in o]
     assert len(waited) == 1, "exactly one of the two waited for the other"
     assert "Traceback" not in "".join(outputs)
+    # No Ivy settings line, no log4j banner, no JVM warnings: a run says what the user needs.
+    assert [_noise(output) for output in outputs] == [[], []]
 
     bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
     assert bronze.count() == 400  # every landing line once
