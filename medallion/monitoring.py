@@ -83,6 +83,10 @@ class RunOutcome:
     rows_in: int = 0
     rows_out: int = 0
     error: str | None = None
+    # Not started: its checkpoint and input said there was nothing new. Written with the outcomes
+    # of tables that did work; a run where every table was idle writes nothing (a Delta commit in
+    # a JVM just started costs more than the rest of such a run).
+    idle: bool = False
 
 
 class ProgressCollector(StreamingQueryListener):
@@ -171,8 +175,8 @@ class ProgressCollector(StreamingQueryListener):
         """Write the buffered progress rows and run outcomes; return how many progress rows."""
         with self._lock:
             if self._unsent is None:
-                if not self._rows and not self._outcomes:
-                    return 0
+                if not self._rows and all(outcome.idle for outcome in self._outcomes):
+                    return 0  # kept: written with the next outcome that is not idle
                 self._unsent = (self._flushes, self._rows, self._outcomes)
                 self._flushes += 1
                 self._rows, self._outcomes = [], []

@@ -52,6 +52,7 @@ class RunningQuery:
     # What stopped the query, when the writer knows better than the engine's error text (say, a
     # failed quality gate: the table, the expectation and what was observed).
     cause: Callable[[], str | None] | None = None
+    idle: bool = False  # not started: nothing new for it (``medallion.idle``)
 
 
 def _summarise(running: RunningQuery) -> TableRun:
@@ -82,7 +83,8 @@ def _record(monitor: ProgressCollector | None, running: RunningQuery, run: Table
     started = now - timedelta(seconds=time.monotonic() - running.started)
     monitor.record_outcome(RunOutcome(
         table=running.table, started_at=started, finished_at=now, succeeded=run is not None,
-        rows_in=run.rows_in if run else 0, rows_out=run.rows_out if run else 0, error=error))
+        rows_in=run.rows_in if run else 0, rows_out=run.rows_out if run else 0, error=error,
+        idle=running.idle))
 
 
 def await_all(queries: list[RunningQuery],

@@ -16,6 +16,7 @@ from medallion.bronze.transforms import (
 )
 from medallion.config import EventsKind, Settings, Trigger
 from medallion.hadoopfs import path_exists
+from medallion.idle import FolderInput, skippable
 from medallion.sinks.delta import (
     ensure_table,
     guard_checkpoint,
@@ -23,7 +24,7 @@ from medallion.sinks.delta import (
     table_version,
     with_trigger,
 )
-from medallion.sources.files import read_customer_csv, read_json_lines
+from medallion.sources.files import CSV_SUFFIX, JSON_SUFFIX, read_customer_csv, read_json_lines
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun, failing_as
 from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, TableSpec
@@ -31,15 +32,20 @@ from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, BRONZE_EVENTS_KAFK
 log = logging.getLogger(__name__)
 
 Reader = Callable[[SparkSession, str, int], DataFrame]
-INGESTIONS: tuple[tuple[TableSpec, str, Reader, Callable[[DataFrame], DataFrame]], ...] = (
-    (BRONZE_EVENTS, "events", read_json_lines, shape_bronze_events),
-    (BRONZE_CUSTOMERS, "customers", read_customer_csv, shape_bronze_customers),
+# Each landing source: its bronze table, its sources.* key, its reader, the suffix of the files
+# the reader takes, and the shaping of what it read.
+INGESTIONS: tuple[tuple[TableSpec, str, Reader, str, Callable[[DataFrame], DataFrame]], ...] = (
+    (BRONZE_EVENTS, "events", read_json_lines, JSON_SUFFIX, shape_bronze_events),
+    (BRONZE_CUSTOMERS, "customers", read_customer_csv, CSV_SUFFIX, shape_bronze_customers),
 )
 
 
 def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, spec: TableSpec,
-                     folder: str, read: Reader, shape: Callable[[DataFrame], DataFrame]) -> RunningQuery:
+                     folder: str, read: Reader, suffix: str,
+                     shape: Callable[[DataFrame], DataFrame]) -> RunningQuery:
     path = spec.path(settings)
+    if skippable(spark, trigger, path, spec.checkpoint(settings), FolderInput(folder, suffix)):
+        return RunningQuery(spec.key, None, idle=True)  # every landed file is in bronze already
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     if not path_exists(spark, folder):
         log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
@@ -63,12 +69,13 @@ def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     """Start ingesting what is new in the landing zone; a missing landing folder is skipped."""
     queries: list[RunningQuery] = []
     kafka_events = settings.events_kind is EventsKind.KAFKA
-    for spec, source, read, shape in INGESTIONS:
+    for spec, source, read, suffix, shape in INGESTIONS:
         if kafka_events and spec is BRONZE_EVENTS:
             continue  # events come from Kafka (bronze/events_kafka) in this configuration
         with failing_as(spec.key):
             folder = settings.landing_path(settings.sources[source])
-            queries.append(_start_ingestion(spark, settings, trigger, spec, folder, read, shape))
+            queries.append(_start_ingestion(spark, settings, trigger, spec, folder, read, suffix,
+                                            shape))
     if kafka_events:
         with failing_as(BRONZE_EVENTS_KAFKA.key):
             queries.append(start_bronze_kafka(spark, settings, trigger))

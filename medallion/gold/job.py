@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Settings, Trigger
 from medallion.gold.compile import Transform, compile_gold
+from medallion.idle import DeltaInput, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
@@ -116,6 +117,8 @@ class UpsertWriter:
 
 def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
+    if skippable(spark, trigger, path, checkpoint, DeltaInput(gold.input.path(settings))):
+        return RunningQuery(spec.key, None, idle=True)  # nothing in its input it has not seen
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     # Every gold aggregation keeps windows or sessions in its state store.
     guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import EventsKind, Settings, Trigger
+from medallion.idle import DeltaInput, skippable
 from medallion.quality.gate import QualityGate
 from medallion.silver.transforms import (
     deduplicate_in_batch,
@@ -157,11 +158,14 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
 
 def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
     bronze = bronze_events_of(settings)
+    checkpoint = SILVER_EVENTS.checkpoint(settings)
+    if skippable(spark, trigger, SILVER_EVENTS.path(settings), checkpoint,
+                 DeltaInput(bronze.path(settings))):
+        return RunningQuery(SILVER_EVENTS.key, None, idle=True)  # nothing in bronze it has not seen
     for spec in (bronze, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
         ensure_table(spark, spec, spec.path(settings),
                      settings.table_doc(spec.key))
-    checkpoint = SILVER_EVENTS.checkpoint(settings)
     # Silver's own write is the batch's last, so silver's transaction id says how far it got.
     guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key,
                      app_id=lambda query_id: txn_app_id(SILVER_EVENTS.key, query_id))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+JSON_SUFFIX = ".json"  # the files each reader takes from its folder
+CSV_SUFFIX = ".csv"
 CUSTOMER_CSV_SCHEMA = "customer_id STRING, customer_name STRING, segment STRING, _corrupt_record STRING"
 
 
@@ -16,7 +18,7 @@ def read_json_lines(spark: SparkSession, folder: str, max_files_per_trigger: int
     """
     return (
         spark.readStream.format("text")
-        .option("pathGlobFilter", "*.json")
+        .option("pathGlobFilter", f"*{JSON_SUFFIX}")
         .option("maxFilesPerTrigger", max_files_per_trigger)
         .load(folder)
         .select(F.col("value").alias("raw"), F.col("_metadata.file_path").alias("source_file"))
@@ -31,7 +33,7 @@ def read_customer_csv(spark: SparkSession, folder: str, max_files_per_trigger: i
         .option("header", "true")
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", "_corrupt_record")
-        .option("pathGlobFilter", "*.csv")
+        .option("pathGlobFilter", f"*{CSV_SUFFIX}")
         .option("maxFilesPerTrigger", max_files_per_trigger)
         .load(folder)
         .withColumn("source_file", F.col("_metadata.file_path"))

@@ -1,0 +1,159 @@
+"""Whether a query has anything to do, read from its checkpoint and its input without a Spark job.
+
+A run with nothing new used to start every query only for each to plan an empty batch: seconds
+per table (Delta snapshots of the input and the table, the checkpoint checks, the query's start
+and stop). :func:`nothing_new` tells from a few small files that an available-now run of the
+query would do nothing at all, and the starters then report the table as up to date without
+starting it. The answer is ``True`` only when it is certain; anything unexpected (a file that
+does not parse, an offset of a kind not known here, a batch planned but not committed) answers
+``False``, and the query starts as before, with its checks.
+
+What "nothing" means, as Spark decides it (Spark 4.0, delta-spark 4.0):
+
+* the newest planned batch is committed (else Spark replays it);
+* the watermark the last commit leaves for the next batch (``nextBatchWatermarkMs``) equals the
+  one that batch ran with (else Spark may run a batch without data, to close windows);
+* the input has nothing past the last batch's end offset:
+
+  - a Delta table: the end offset ``(reservoirVersion, index)`` with ``index`` -1 means "from
+    the start of ``reservoirVersion``"; nothing is new while the table's newest version is
+    below it. A table commit without data (a maintenance's) makes the query start: it finds
+    nothing and stops, as before;
+  - a landing folder: every file the reader would list is in the file source's log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import SparkSession
+
+from medallion.config import Trigger, TriggerKind
+from medallion.hadoopfs import hadoop_path, path_exists, read_text
+
+log = logging.getLogger(__name__)
+
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+_BASE_INDEX = -1
+
+
+@dataclass(frozen=True)
+class DeltaInput:
+    """A query reading a Delta table as a stream."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class FolderInput:
+    """A query reading the files of a landing folder whose names end with ``suffix``."""
+
+    folder: str
+    suffix: str
+
+
+StreamInput = DeltaInput | FolderInput
+
+
+def _names(spark: SparkSession, folder: str) -> list[str]:
+    fs, path = hadoop_path(spark, folder)
+    if not fs.exists(path):
+        return []
+    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+
+def _newest(names: list[str]) -> int:
+    return max((int(name) for name in names if name.isdigit()), default=-1)
+
+
+def _entries(text: str) -> list[dict]:
+    """The JSON lines after a Spark log file's version line."""
+    lines = text.split("\n")
+    if not re.fullmatch(r"v\d+", lines[0].strip()):
+        raise ValueError(f"unexpected first line {lines[0][:40]!r}")
+    return [json.loads(line) for line in lines[1:] if line.strip()]
+
+
+def newest_table_version(spark: SparkSession, path: str) -> int:
+    """The newest commit of the Delta table at ``path`` (-1: none), from its log's file names."""
+    return max((int(m.group(1)) for name in _names(spark, f"{path}/_delta_log")
+                if (m := _COMMIT_FILE.fullmatch(name))), default=-1)
+
+
+def _delta_caught_up(spark: SparkSession, source: DeltaInput, offset: dict) -> bool:
+    if offset.get("isStartingVersion") is not False or offset.get("index") != _BASE_INDEX:
+        return False  # reading the table's first snapshot, or stopped inside a version
+    return newest_table_version(spark, source.path) < int(offset["reservoirVersion"])
+
+
+def _location(uri: str) -> tuple[str, str]:
+    """A file's bucket (empty for local files) and path, however its URI is spelled."""
+    parsed = urlparse(uri)
+    return parsed.netloc, unquote(parsed.path)
+
+
+def _logged_files(spark: SparkSession, checkpoint: str, upto: int) -> set[tuple[str, str]]:
+    """The files a file source's log holds up to batch ``upto``: the newest compaction at or
+    below it, then every batch after that."""
+    folder = f"{checkpoint}/sources/0"
+    names = _names(spark, folder)
+    compacted = max((int(name.removesuffix(".compact")) for name in names
+                     if name.endswith(".compact") and name.removesuffix(".compact").isdigit()
+                     and int(name.removesuffix(".compact")) <= upto), default=-1)
+    files: set[tuple[str, str]] = set()
+    if compacted >= 0:
+        files |= {_location(entry["path"]) for entry in
+                  _entries(read_text(spark, f"{folder}/{compacted}.compact"))}
+    for batch in range(compacted + 1, upto + 1):
+        files |= {_location(entry["path"]) for entry in
+                  _entries(read_text(spark, f"{folder}/{batch}"))}
+    return files
+
+
+def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
+                      offset: dict) -> bool:
+    fs, folder = hadoop_path(spark, source.folder)
+    if not fs.exists(folder):
+        return False  # the starter says what a missing folder means
+    # Every file the reader could list (hidden ones included: more files can only mean "start").
+    listed = {_location(str(status.getPath().toUri())) for status in fs.listStatus(folder)
+              if status.isFile() and str(status.getPath().getName()).endswith(source.suffix)}
+    if any(status.isDirectory() for status in fs.listStatus(folder)):
+        return False  # partition folders: not read the simple way checked here
+    return listed <= _logged_files(spark, checkpoint, int(offset["logOffset"]))
+
+
+def nothing_new(spark: SparkSession, checkpoint: str, source: StreamInput) -> bool:
+    """Whether an available-now run of the query with ``checkpoint`` would do nothing."""
+    try:
+        if not path_exists(spark, f"{checkpoint}/metadata"):
+            return False
+        planned = _newest(_names(spark, f"{checkpoint}/offsets"))
+        committed = _newest(_names(spark, f"{checkpoint}/commits"))
+        if planned < 0 or planned != committed:
+            return False
+        offsets = _entries(read_text(spark, f"{checkpoint}/offsets/{planned}"))
+        commit = _entries(read_text(spark, f"{checkpoint}/commits/{committed}"))
+        if len(offsets) != 2 or not commit:  # the batch's metadata, then one source's offset
+            return False
+        if offsets[0].get("batchWatermarkMs") != commit[0].get("nextBatchWatermarkMs"):
+            return False  # Spark may run a batch without data to move the watermark on
+        if isinstance(source, DeltaInput):
+            return _delta_caught_up(spark, source, offsets[1])
+        return _folder_caught_up(spark, checkpoint, source, offsets[1])
+    except Exception as exc:  # noqa: BLE001 - any doubt: start the query, which checks loudly
+        log.debug("%s: cannot tell whether anything is new (%s); starting it", checkpoint, exc)
+        return False
+
+
+def skippable(spark: SparkSession, trigger: Trigger, table_path: str, checkpoint: str,
+              source: StreamInput) -> bool:
+    """Whether a run with ``trigger`` may leave the query unstarted: it drains what is there and
+    stops (a service waits for data instead), the table exists, and nothing is new."""
+    return (trigger.kind in (TriggerKind.AVAILABLE_NOW, TriggerKind.ONCE)
+            and newest_table_version(spark, table_path) >= 0
+            and nothing_new(spark, checkpoint, source))
