@@ -50,14 +50,16 @@ def rebuild_advice(table: str) -> str:
             "--full-refresh`.")
 
 
-def _names(spark: SparkSession, folder: str) -> list[str]:
+def folder_names(spark: SparkSession, folder: str) -> list[str]:
+    """The names in ``folder`` (none when it does not exist)."""
     fs, path = hadoop_path(spark, folder)
     if not fs.exists(path):
         return []
     return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
 
-def _batches(names: list[str]) -> list[int]:
+def batch_numbers(names: list[str]) -> list[int]:
+    """The batch files among ``names`` (``offsets/<N>``, ``commits/<N>``), in order."""
     return sorted(int(name) for name in names if name.isdigit())
 
 
@@ -119,8 +121,8 @@ def inspect_checkpoint(spark: SparkSession, table: str, checkpoint: str) -> Chec
     """
     for folder in ("offsets", "commits"):
         _drop_orphan_checksums(spark, f"{checkpoint}/{folder}")
-    planned = _batches(_names(spark, f"{checkpoint}/offsets"))
-    committed = _batches(_names(spark, f"{checkpoint}/commits"))
+    planned = batch_numbers(folder_names(spark, f"{checkpoint}/offsets"))
+    committed = batch_numbers(folder_names(spark, f"{checkpoint}/commits"))
     if not path_exists(spark, f"{checkpoint}/metadata"):
         if not planned:
             return CheckpointState("", -1, -1, 0)  # killed before its first batch: nothing to lose
@@ -164,7 +166,7 @@ def check_state(spark: SparkSession, table: str, checkpoint: str, state: Checkpo
     else:
         lost = [partition for partition in range(max(state.shuffle_partitions, 1))
                 if not any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES)
-                           for name in _names(spark, f"{folder}/{partition}"))]
+                           for name in folder_names(spark, f"{folder}/{partition}"))]
         if not lost:
             return
         missing = (f"state version {version} (left by batch {state.last_committed}) is missing "

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
+from medallion.checkpoints import batch_numbers, folder_names
 from medallion.config import Trigger, TriggerKind
 from medallion.hadoopfs import hadoop_path, path_exists, read_text
 
@@ -59,17 +60,6 @@ class FolderInput:
 StreamInput = DeltaInput | FolderInput
 
 
-def _names(spark: SparkSession, folder: str) -> list[str]:
-    fs, path = hadoop_path(spark, folder)
-    if not fs.exists(path):
-        return []
-    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
-
-
-def _newest(names: list[str]) -> int:
-    return max((int(name) for name in names if name.isdigit()), default=-1)
-
-
 def _entries(text: str) -> list[dict]:
     """The JSON lines after a Spark log file's version line."""
     lines = text.split("\n")
@@ -80,7 +70,7 @@ def _entries(text: str) -> list[dict]:
 
 def newest_table_version(spark: SparkSession, path: str) -> int:
     """The newest commit of the Delta table at ``path`` (-1: none), from its log's file names."""
-    return max((int(m.group(1)) for name in _names(spark, f"{path}/_delta_log")
+    return max((int(m.group(1)) for name in folder_names(spark, f"{path}/_delta_log")
                 if (m := _COMMIT_FILE.fullmatch(name))), default=-1)
 
 
@@ -100,7 +90,7 @@ def _logged_files(spark: SparkSession, checkpoint: str, upto: int) -> set[tuple[
     """The files a file source's log holds up to batch ``upto``: the newest compaction at or
     below it, then every batch after that."""
     folder = f"{checkpoint}/sources/0"
-    names = _names(spark, folder)
+    names = folder_names(spark, folder)
     compacted = max((int(name.removesuffix(".compact")) for name in names
                      if name.endswith(".compact") and name.removesuffix(".compact").isdigit()
                      and int(name.removesuffix(".compact")) <= upto), default=-1)
@@ -119,11 +109,12 @@ def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
     fs, folder = hadoop_path(spark, source.folder)
     if not fs.exists(folder):
         return False  # the starter says what a missing folder means
-    # Every file the reader could list (hidden ones included: more files can only mean "start").
-    listed = {_location(str(status.getPath().toUri())) for status in fs.listStatus(folder)
-              if status.isFile() and str(status.getPath().getName()).endswith(source.suffix)}
-    if any(status.isDirectory() for status in fs.listStatus(folder)):
+    statuses = fs.listStatus(folder)
+    if any(status.isDirectory() for status in statuses):
         return False  # partition folders: not read the simple way checked here
+    # Every file the reader could list (hidden ones included: more files can only mean "start").
+    listed = {_location(str(status.getPath().toUri())) for status in statuses
+              if str(status.getPath().getName()).endswith(source.suffix)}
     return listed <= _logged_files(spark, checkpoint, int(offset["logOffset"]))
 
 
@@ -132,8 +123,8 @@ def nothing_new(spark: SparkSession, checkpoint: str, source: StreamInput) -> bo
     try:
         if not path_exists(spark, f"{checkpoint}/metadata"):
             return False
-        planned = _newest(_names(spark, f"{checkpoint}/offsets"))
-        committed = _newest(_names(spark, f"{checkpoint}/commits"))
+        planned = (batch_numbers(folder_names(spark, f"{checkpoint}/offsets")) or [-1])[-1]
+        committed = (batch_numbers(folder_names(spark, f"{checkpoint}/commits")) or [-1])[-1]
         if planned < 0 or planned != committed:
             return False
         offsets = _entries(read_text(spark, f"{checkpoint}/offsets/{planned}"))
