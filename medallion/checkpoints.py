@@ -10,6 +10,10 @@ What a checkpoint holds (Spark 4.0): ``metadata`` (the query id), ``offsets/<bat
 batch reads: a version line, the batch's metadata and one offset per source, each JSON),
 ``commits/<batch>`` (the batch finished) and, for a stateful query, ``state/<operator>/<partition>``
 (one state store version per batch: batch ``b`` commits version ``b + 1``).
+
+One thing is also finished here, not only checked: a windowed query stopped (or killed) after a
+batch's commit and before the batch without data that would close the windows its watermark
+passed. See :func:`plan_watermark_batch`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +29,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from medallion.errors import CheckpointError
-from medallion.hadoopfs import hadoop_path, path_exists, read_text
+from medallion.hadoopfs import hadoop_path, path_exists, read_text, write_text
 
 log = logging.getLogger(__name__)
 
@@ -196,3 +201,36 @@ def check_not_behind(table: str, checkpoint: str, table_path: str, state: Checkp
         f"{state.last_planned}. Running from it would plan batches {state.last_planned + 1} to "
         f"{written} again and Delta would skip their writes as already done. "
         f"{rebuild_advice(table)}")
+
+
+def plan_watermark_batch(spark: SparkSession, table: str, checkpoint: str,
+                         state: CheckpointState) -> bool:
+    """Plan the batch without data that a stopped windowed query still owes; whether it did.
+
+    After a batch that moves the watermark on, Spark runs a batch without data with the new
+    watermark: it emits the windows and sessions the watermark has closed and drops them from
+    the state. It decides to from the previous batch's plan in memory, so a query stopped or
+    killed between the commit of a batch and the planning of the next one does not run it when
+    it starts again: those windows would wait for the next data, and the table would lack rows
+    that one uninterrupted run writes. The newest commit says so (its ``nextBatchWatermarkMs``
+    is past the batch's ``batchWatermarkMs``); then the next batch is planned here as Spark
+    would have: the same offsets (nothing new to read), the commit's watermark. Spark runs a
+    planned, uncommitted batch first when it starts.
+    """
+    batch = state.last_committed
+    if batch < 0 or batch != state.last_planned:
+        return False  # nothing committed yet, or a planned batch Spark replays itself
+    offsets_file = f"{checkpoint}/offsets/{batch}"
+    lines = _read_checked(spark, offsets_file).split("\n")
+    metadata = json.loads(lines[1])
+    commit = _log_entries(spark, table, f"{checkpoint}/commits/{batch}", minimum=1)[0]
+    watermark = metadata.get("batchWatermarkMs") if isinstance(metadata, dict) else None
+    pending = commit.get("nextBatchWatermarkMs") if isinstance(commit, dict) else None
+    if not isinstance(watermark, int) or not isinstance(pending, int) or pending <= watermark:
+        return False
+    metadata.update(batchWatermarkMs=pending, batchTimestampMs=int(time.time() * 1000))
+    text = "\n".join([lines[0], json.dumps(metadata, separators=(",", ":")), *lines[2:]])
+    write_text(spark, f"{checkpoint}/offsets/{batch + 1}", text, replace=False)
+    log.info("%s: planned batch %d without data, to close the windows the watermark of batch %d "
+             "passed (%d -> %d ms)", table, batch + 1, batch, watermark, pending)
+    return True

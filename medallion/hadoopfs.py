@@ -39,10 +39,10 @@ def read_text(spark: SparkSession, path: str) -> str:
         stream.close()
 
 
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write (or replace) a small UTF-8 text file."""
+def write_text(spark: SparkSession, path: str, text: str, *, replace: bool = True) -> None:
+    """Write a small UTF-8 text file; with ``replace`` False, one that exists is an error."""
     fs, target = hadoop_path(spark, path)
-    stream = fs.create(target, True)
+    stream = fs.create(target, replace)
     try:
         stream.write(bytearray(text.encode("utf-8")))
     finally:

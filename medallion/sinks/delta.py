@@ -19,7 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import documented_schema, register_table, table_comment
-from medallion.checkpoints import check_not_behind, check_state, inspect_checkpoint
+from medallion.checkpoints import (
+    check_not_behind,
+    check_state,
+    inspect_checkpoint,
+    plan_watermark_batch,
+)
 from medallion.config import Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
@@ -112,6 +117,9 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     state, or is older than the table (see ``medallion.checkpoints``) fails the same way, loudly.
     ``app_id`` maps the checkpoint's query id to the transaction id the query's writer commits
     ``table_path`` with (None: the streaming Delta sink's, the query id).
+
+    A stateful query stopped before the batch without data that closes windows gets that batch
+    planned (``medallion.checkpoints.plan_watermark_batch``): Spark would not run it on restart.
     """
     if not path_exists(spark, f"{checkpoint}/offsets"):
         if table_version(spark, table_path) > 0:
@@ -128,6 +136,8 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     if state.query_id:
         written = committed_txn_version(spark, table_path, (app_id or str)(state.query_id))
         check_not_behind(table, checkpoint, table_path, state, written)
+    if stateful:
+        plan_watermark_batch(spark, table, checkpoint, state)
 
 
 def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
