@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger, parse_duration_seconds
+from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
@@ -207,9 +208,29 @@ def _predicate(column: str, start: datetime, end: datetime) -> str:
 
 
 def _start_column(gold: GoldFlow) -> str:
-    """The gold column a range is cut by: the window's (or session's) start."""
+    """The gold column a range is cut by: the window's (or session's) start; a join's time."""
+    if gold.gold.join is not None:
+        return gold.pipeline.table(gold.spec.key).time_column or gold.spec.column_names[0]
     assert gold.gold.window is not None, f"{gold.spec.key} has no declared window"
     return gold.gold.window.bounds[0]
+
+
+def recompute_join(sources: Sequence[DataFrame], gold: GoldFlow, start: datetime,
+                   end: datetime) -> DataFrame:
+    """The rows of a join table whose time is in ``[start, end)``: the left input's rows of the
+    range joined with all they can match (nothing is late in a recomputation), the latest kept."""
+    join = gold.gold.join
+    assert join is not None
+    within = timedelta(seconds=parse_duration_seconds(join.within, "join.within",
+                                                      gold.pipeline.file))
+    left_time = gold.pipeline.table(gold.input.key).time_column or ""
+    right_time = gold.pipeline.table(gold.inputs[1].key).time_column or ""
+    left = sources[0].where(_range_filter(left_time, start, end))
+    right = sources[1].where(_range_filter(right_time, start - within, end))
+    rows = gold.transform(left, right)  # type: ignore[call-arg]
+    return (latest_per_key(rows, gold.merge_keys, gold.gold.latest_by)
+            .where(_range_filter(_start_column(gold), start, end))
+            .select(*gold.spec.column_names))
 
 
 def recompute_gold(source: DataFrame, gold: GoldFlow, start: datetime, end: datetime) -> DataFrame:
@@ -236,8 +257,9 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
         path = gold.spec.path(settings)
         ensure_table(spark, gold.spec, path)
         column = _start_column(gold)
-        rows = recompute_gold(read_table(spark, gold.input.path(settings)), gold, plan.start,
-                              plan.end)
+        inputs = [read_table(spark, table.path(settings)) for table in gold.inputs]
+        rows = (recompute_join(inputs, gold, plan.start, plan.end) if gold.gold.join is not None
+                else recompute_gold(inputs[0], gold, plan.start, plan.end))
         rows = rows.persist()
         try:
             written[gold.spec.key] = rows.count()

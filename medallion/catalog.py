@@ -33,7 +33,7 @@ from medallion.config import Metastore, Settings, ViewSpec
 from medallion.hadoopfs import path_exists, read_text, write_text
 from medallion.locks import LakehouseBusyError, hold
 from medallion.pipeline.model import TableDoc
-from medallion.tables import ALL_TABLES, TableSpec
+from medallion.tables import TableSpec, lakehouse_tables
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +125,8 @@ def table_comment(spec: TableSpec, doc: TableDoc | None) -> str:
 
 
 def catalog_tables(settings: Settings) -> tuple[TableSpec, ...]:
-    """The tables the catalog offers: every table every pipeline declares (with the quarantines
-    its declaration derives), then the engine's own (:data:`medallion.tables.ALL_TABLES` that no
-    pipeline declares: monitoring and quality results)."""
-    found = {decl.key: TableSpec.from_decl(decl)
-             for pipeline in settings.pipelines for decl in pipeline.tables()}
-    engine = tuple(spec for spec in ALL_TABLES if spec.key not in found)
-    return (*found.values(), *engine)
+    """The tables the catalog offers: :func:`medallion.tables.lakehouse_tables`."""
+    return lakehouse_tables(settings)
 
 
 def _detail(spark: SparkSession, name: str) -> Row:

@@ -170,8 +170,7 @@ def check_state(spark: SparkSession, table: str, checkpoint: str, state: Checkpo
         missing = f"{folder} is missing"
     else:
         lost = [partition for partition in range(max(state.shuffle_partitions, 1))
-                if not any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES)
-                           for name in folder_names(spark, f"{folder}/{partition}"))]
+                if not _has_version(spark, f"{folder}/{partition}", version)]
         if not lost:
             return
         missing = (f"state version {version} (left by batch {state.last_committed}) is missing "
@@ -180,6 +179,18 @@ def check_state(spark: SparkSession, table: str, checkpoint: str, state: Checkpo
         table, f"checkpoint {checkpoint}: {missing}. The aggregation's open windows and sessions "
         "live there; starting without them would lose what they held. "
         f"{rebuild_advice(table)}")
+
+
+def _has_version(spark: SparkSession, folder: str, version: int) -> bool:
+    """Whether a partition's state has ``version``: in its folder (one store), or in each of its
+    store folders (a stream-stream join keeps four: ``left-keyToNumValues``, ...)."""
+    names = folder_names(spark, folder)
+    if any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES) for name in names):
+        return True
+    stores = [name for name in names if name.startswith(("left-", "right-"))]
+    return bool(stores) and all(
+        any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES)
+            for name in folder_names(spark, f"{folder}/{store}")) for store in stores)
 
 
 def check_not_behind(table: str, checkpoint: str, table_path: str, state: CheckpointState,

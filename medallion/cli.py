@@ -295,10 +295,10 @@ def _thrift(args: argparse.Namespace, settings: Settings) -> int:
 def _show(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.deltaread import DeltaReader, sorted_head
     from medallion.grid import show_string
-    from medallion.tables import ALL_TABLES
+    from medallion.tables import lakehouse_tables
 
     house = DeltaReader(settings)  # delta-rs: no Spark
-    for spec in ALL_TABLES:
+    for spec in lakehouse_tables(settings):
         if spec.layer != "gold":
             continue
         print(f"== {spec.qualified_name}")

@@ -118,8 +118,13 @@ def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
     return listed <= _logged_files(spark, checkpoint, int(offset["logOffset"]))
 
 
-def nothing_new(spark: SparkSession, checkpoint: str, source: StreamInput) -> bool:
-    """Whether an available-now run of the query with ``checkpoint`` would do nothing."""
+def nothing_new(spark: SparkSession, checkpoint: str,
+                sources: StreamInput | tuple[StreamInput, ...]) -> bool:
+    """Whether an available-now run of the query with ``checkpoint`` would do nothing.
+
+    ``sources``: the query's inputs in the order it reads them (Spark's offsets follow it).
+    """
+    inputs = sources if isinstance(sources, tuple) else (sources,)
     try:
         if not path_exists(spark, f"{checkpoint}/metadata"):
             return False
@@ -129,22 +134,22 @@ def nothing_new(spark: SparkSession, checkpoint: str, source: StreamInput) -> bo
             return False
         offsets = _entries(read_text(spark, f"{checkpoint}/offsets/{planned}"))
         commit = _entries(read_text(spark, f"{checkpoint}/commits/{committed}"))
-        if len(offsets) != 2 or not commit:  # the batch's metadata, then one source's offset
+        if len(offsets) != 1 + len(inputs) or not commit:  # the batch's metadata, then offsets
             return False
         if offsets[0].get("batchWatermarkMs") != commit[0].get("nextBatchWatermarkMs"):
             return False  # Spark may run a batch without data to move the watermark on
-        if isinstance(source, DeltaInput):
-            return _delta_caught_up(spark, source, offsets[1])
-        return _folder_caught_up(spark, checkpoint, source, offsets[1])
+        return all(_delta_caught_up(spark, source, offset) if isinstance(source, DeltaInput)
+                   else index == 0 and _folder_caught_up(spark, checkpoint, source, offset)
+                   for index, (source, offset) in enumerate(zip(inputs, offsets[1:], strict=True)))
     except Exception as exc:  # noqa: BLE001 - any doubt: start the query, which checks loudly
         log.debug("%s: cannot tell whether anything is new (%s); starting it", checkpoint, exc)
         return False
 
 
 def skippable(spark: SparkSession, trigger: Trigger, table_path: str, checkpoint: str,
-              source: StreamInput) -> bool:
+              sources: StreamInput | tuple[StreamInput, ...]) -> bool:
     """Whether a run with ``trigger`` may leave the query unstarted: it drains what is there and
     stops (a service waits for data instead), the table exists, and nothing is new."""
     return (trigger.kind in (TriggerKind.AVAILABLE_NOW, TriggerKind.ONCE)
             and newest_table_version(spark, table_path) >= 0
-            and nothing_new(spark, checkpoint, source))
+            and nothing_new(spark, checkpoint, sources))

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
 from medallion.hadoopfs import hadoop_path
-from medallion.tables import ALL_TABLES, TableSpec
+from medallion.tables import TableSpec, lakehouse_tables
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +73,15 @@ def file_stats(spark: SparkSession, path: str, small_bytes: int) -> FileStats:
                      bytes=sum(sizes))
 
 
-def _tables(names: Sequence[str] | None) -> list[TableSpec]:
+def _tables(settings: Settings, names: Sequence[str] | None) -> list[TableSpec]:
+    every = lakehouse_tables(settings)
     if not names:
-        return list(ALL_TABLES)
+        return list(every)
     wanted = {name.replace(".", "/") for name in names}
-    unknown = wanted - {spec.key for spec in ALL_TABLES}
+    unknown = wanted - {spec.key for spec in every}
     if unknown:
-        raise KeyError(f"no table {sorted(unknown)} (known: {', '.join(s.key for s in ALL_TABLES)})")
-    return [spec for spec in ALL_TABLES if spec.key in wanted]
+        raise KeyError(f"no table {sorted(unknown)} (known: {', '.join(s.key for s in every)})")
+    return [spec for spec in every if spec.key in wanted]
 
 
 def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
@@ -91,7 +92,7 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
     check_retention(hours, allow_short_retention)
     small = settings.maintenance.small_file_mb * 1024 * 1024
     results = []
-    for spec in _tables(tables):
+    for spec in _tables(settings, tables):
         path = spec.path(settings)
         if not DeltaTable.isDeltaTable(spark, path):
             log.info("%s: no table at %s; skipped", spec.key, path)

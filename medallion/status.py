@@ -14,25 +14,7 @@ from typing import Any
 
 from medallion.config import Settings
 from medallion.deltaread import DeltaReader, read_rows, table_facts
-from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, TableSpec
-
-# The column holding each table's newest event time: event time where the table has one,
-# otherwise when its rows arrived.
-EVENT_TIME_COLUMN = {
-    "bronze/events": "ingested_at",
-    "bronze/events_kafka": "ingested_at",
-    "bronze/customers": "ingested_at",
-    "silver/events": "timestamp",
-    "silver/events_quarantine": "ingested_at",
-    "gold/event_counts_5m": "window_end",
-    "gold/user_activity_sliding": "window_end",
-    "gold/user_sessions": "session_end",
-    "gold/segment_revenue_1h": "window_end",
-    "monitoring/silver_batches": "recorded_at",
-    "monitoring/query_progress": "recorded_at",
-    "monitoring/runs": "finished_at",
-    "quality/results": "validated_at",
-}
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES, TableSpec, lakehouse_tables, time_columns
 
 
 @dataclass(frozen=True)
@@ -82,12 +64,15 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
                        ["state_rows", "state_memory_bytes"])
     outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at", ["succeeded", "error"])
     result = []
-    for spec in ALL_TABLES:
+    # The column holding each table's newest event time: event time where the table has one,
+    # otherwise when its rows arrived (derived from the declarations).
+    newest_of = time_columns(settings)
+    for spec in lakehouse_tables(settings):
         table = house.open(spec.path(settings), spec.key)
         if table is None:
             result.append(TableStatus(spec.key, exists=False))
             continue
-        facts = table_facts(table, EVENT_TIME_COLUMN.get(spec.key), spec.key)
+        facts = table_facts(table, newest_of.get(spec.key), spec.key)
         newest = facts.newest
         state = progress.get(spec.key, {})
         outcome = outcomes.get(spec.key, {})

@@ -163,6 +163,32 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     SILVER_BATCH_METRICS, QUALITY_RESULTS, QUERY_PROGRESS, RUN_OUTCOMES,
 )
 
+
+
+def lakehouse_tables(settings: Settings) -> tuple[TableSpec, ...]:
+    """Every table of the lakehouse: each one every pipeline declares (with the quarantines its
+    declaration derives), then the engine's own (:data:`ALL_TABLES` that no pipeline declares:
+    monitoring and quality results)."""
+    found = {decl.key: TableSpec.from_decl(decl)
+             for pipeline in settings.pipelines for decl in pipeline.tables()}
+    return (*found.values(), *(spec for spec in ALL_TABLES if spec.key not in found))
+
+
+def time_columns(settings: Settings) -> dict[str, str | None]:
+    """The column each table's newest event time is read from: declared tables' derived ones,
+    then the engine's own tables'."""
+    declared = {decl.key: decl.time_column
+                for pipeline in settings.pipelines for decl in pipeline.tables()}
+    return {**ENGINE_TIME_COLUMNS, **declared}
+
+
+ENGINE_TIME_COLUMNS: dict[str, str | None] = {
+    "monitoring/silver_batches": "recorded_at",
+    "monitoring/query_progress": "recorded_at",
+    "monitoring/runs": "finished_at",
+    "quality/results": "validated_at",
+}
+
 # What each run records about itself (timings, rates, outcomes): these differ between two runs that
 # leave every other table equal, and every run, even one with nothing new, appends to them.
 RUN_RECORDS: tuple[TableSpec, ...] = (QUERY_PROGRESS, RUN_OUTCOMES)

@@ -47,6 +47,7 @@ def snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
         "gold/user_activity_sliding": rows(spark, settings, GOLD_USER_ACTIVITY_SLIDING),
         "gold/user_sessions": rows(spark, settings, GOLD_USER_SESSIONS),
         "gold/segment_revenue_1h": rows(spark, settings, GOLD_SEGMENT_REVENUE_1H),
+        "gold/purchase_attribution": rows(spark, settings, purchase_attribution(settings)),
     }
     normal = {name: Counter(tuple(_normal(v) if not isinstance(v, list) else tuple(v) for v in row)
                             for row in table) for name, table in views.items()}
@@ -54,6 +55,11 @@ def snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
         {"total": sum(r[0] for r in rows(spark, settings, SILVER_BATCH_METRICS,
                                          "duplicates_removed"))})
     return normal
+
+
+def purchase_attribution(settings: Settings) -> TableSpec:
+    """gold/purchase_attribution, declared only (tables.py has no constant for it)."""
+    return TableSpec.from_decl(settings.pipeline("events").table("gold/purchase_attribution"))
 
 
 def _set(table: list[tuple]) -> set[tuple]:
@@ -87,3 +93,5 @@ def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehou
     assert _set(rows(spark, settings, t.GOLD_USER_ACTIVITY_SLIDING)) == model.user_activity_sliding()
     assert _set(rows(spark, settings, t.GOLD_SEGMENT_REVENUE_1H)) == model.segment_revenue_1h()
     assert _set(rows(spark, settings, t.GOLD_USER_SESSIONS)) == model.user_sessions()
+    attribution = _set(rows(spark, settings, purchase_attribution(settings)))
+    assert attribution == {tuple(_normal(v) for v in row) for row in model.purchase_attribution()}

@@ -23,6 +23,8 @@ WATERMARK = timedelta(minutes=10)
 GAP = timedelta(minutes=5)
 FIVE = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
+WITHIN = timedelta(minutes=30)  # gold/purchase_attribution: how long before a purchase
+ATTRIBUTED = {"click", "add_to_cart"}
 EPOCH = datetime(1970, 1, 1)
 MAX_AMOUNT = Decimal("99999999999999.9999")  # DECIMAL(18,4)
 
@@ -201,3 +203,31 @@ class Lakehouse:
                 if event is not None:
                     current.append(event)
         return sessions
+
+    def purchase_attribution(self) -> set[tuple[object, ...]]:
+        """Each purchase with the user's latest click or add_to_cart at most 30 minutes before
+        it (the latest time, then the greatest event_id); none: nulls, once the watermark has
+        passed the purchase. A stream-stream join drops an input row at or behind the watermark
+        in force when it arrives."""
+        if self.max_event_time is None:
+            return set()
+        watermark = self.max_event_time - WATERMARK
+        arrived = [event for event, arrival in self.gold_events
+                   if arrival is None or event.timestamp > arrival]
+        candidates: dict[str, list[Event]] = defaultdict(list)
+        for event in arrived:
+            if event.event_type in ATTRIBUTED:
+                candidates[event.user_id].append(event)
+        rows = set()
+        for purchase in (e for e in arrived if e.event_type == "purchase"):
+            found = [c for c in candidates[purchase.user_id]
+                     if purchase.timestamp - WITHIN <= c.timestamp <= purchase.timestamp]
+            head = (purchase.event_id, purchase.user_id, purchase.timestamp, purchase.amount)
+            if found:
+                best = max(found, key=lambda c: (c.timestamp, c.event_id))
+                delay = Decimal((purchase.timestamp - best.timestamp) // timedelta(microseconds=1))
+                rows.add((*head, best.event_id, best.event_type, best.timestamp,
+                          delay / Decimal(1_000_000)))
+            elif purchase.timestamp <= watermark:
+                rows.add((*head, None, None, None, None))
+        return rows

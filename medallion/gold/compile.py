@@ -16,6 +16,12 @@ Aggregates, as Spark computes them in a streaming aggregation:
   aggregates on streams, a set is allowed): the state holds each window's distinct values;
 * ``approx_count_distinct``: HyperLogLog++, a fixed-size state per window.
 
+A join (``join:``) is given two inputs, each watermarked on its event time and filtered, joined
+on equal keys and ``right``'s time in ``[left's - within, left's]`` (both ends included; the range
+and the watermarks bound the state Spark keeps), inner or left outer, then the ``select``
+expressions cast to the table's types. Of the rows one key gets (several matches), the writer keeps
+the one greatest by ``latest_by``: :func:`latest_per_key` in a batch, the MERGE across batches.
+
 A Python step (``python: module:function``) is given the input, with the watermark on its event
 time and after ``filter``, and returns the declared ``columns``; they are selected in order and
 cast to their declared types, so the table's schema holds whatever the function returns.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.pipeline.model import (
@@ -40,6 +46,7 @@ from medallion.pipeline.model import (
 )
 
 Transform = Callable[[DataFrame], DataFrame]
+JoinTransform = Callable[[DataFrame, DataFrame], DataFrame]
 
 _WINDOW = "__window"  # the window struct's column between the grouping and the final select
 
@@ -90,8 +97,51 @@ def _aggregate(aggregate: AggregateSpec, result: Field) -> Column:
 
 
 def _event_time(pipeline: PipelineSpec, gold: GoldSpec) -> str | None:
-    silver = next((s for s in pipeline.silver if s.key == gold.input), None)
+    return _event_time_of(pipeline, gold.input)
+
+
+def _event_time_of(pipeline: PipelineSpec, table: str) -> str | None:
+    silver = next((s for s in pipeline.silver if s.key == table), None)
     return silver.event_time if silver is not None else None
+
+
+def compile_join(pipeline: PipelineSpec, gold: GoldSpec) -> JoinTransform:
+    """The transform that joins ``gold``'s input (left) with its join's input (right)."""
+    join = gold.join
+    assert join is not None, f"{gold.key} declares no join"
+    left_time, right_time = _event_time_of(pipeline, gold.input), _event_time_of(pipeline, join.input)
+    assert left_time and right_time, f"{gold.key}: both inputs have an event time (validated)"
+    watermark = pipeline.watermark_of(gold)
+    fields = gold_fields(pipeline, gold)
+    types = {f.name: str(f.type) for f in fields}
+
+    def joined(left: DataFrame, right: DataFrame) -> DataFrame:
+        left = left.withWatermark(left_time, watermark)
+        right = right.withWatermark(right_time, watermark)
+        if gold.filter is not None:
+            left = left.where(F.expr(gold.filter))
+        if join.filter is not None:
+            right = right.where(F.expr(join.filter))
+        left, right = left.alias("left"), right.alias("right")
+        condition = F.expr(
+            " AND ".join([*(f"left.{c} = right.{c}" for c in join.equal),
+                          f"right.{right_time} >= left.{left_time} - INTERVAL {join.within}",
+                          f"right.{right_time} <= left.{left_time}"]))
+        rows = left.join(right, condition, join.kind.value)
+        return rows.select(*(F.expr(s.expr).cast(types[s.name]).alias(s.name)
+                             for s in gold.select))
+
+    return joined
+
+
+def latest_per_key(rows: DataFrame, keys: tuple[str, ...], latest_by: tuple[str, ...]) -> DataFrame:
+    """One row per ``keys``: the greatest by ``latest_by`` (nulls lowest); all rows when either
+    is empty."""
+    if not keys or not latest_by:
+        return rows
+    order = Window.partitionBy(*keys).orderBy(*(F.col(c).desc_nulls_last() for c in latest_by))
+    return (rows.withColumn("__rank", F.row_number().over(order))
+            .where(F.col("__rank") == 1).drop("__rank"))
 
 
 def compile_gold(pipeline: PipelineSpec, gold: GoldSpec) -> Transform:

@@ -13,12 +13,13 @@ on exactly once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.gold.compile import Transform, compile_gold
+from medallion.gold.compile import Transform, compile_gold, compile_join, latest_per_key
 from medallion.idle import DeltaInput, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
@@ -40,17 +41,23 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GoldFlow:
-    """A declared gold table, its input, the transform that feeds it, and how it is written.
+    """A declared gold table, its inputs, the transform that feeds it, and how it is written.
 
     ``merge_keys`` set (mode update): update-mode aggregation, MERGE on those keys (open windows
-    kept up to date). ``merge_keys`` empty (mode append): closed windows only, appended.
+    kept up to date). ``merge_keys`` empty (mode append): closed windows only, appended. A join
+    has two inputs (its transform takes a stream of each, in order).
     """
 
     pipeline: PipelineSpec
     gold: GoldSpec
     spec: TableSpec
-    input: TableSpec
-    transform: Transform
+    inputs: tuple[TableSpec, ...]
+    transform: Transform | Callable[[DataFrame, DataFrame], DataFrame]
+
+    @property
+    def input(self) -> TableSpec:
+        """The first (for a join, the left) input."""
+        return self.inputs[0]
 
     @property
     def merge_keys(self) -> tuple[str, ...]:
@@ -60,8 +67,10 @@ class GoldFlow:
 
 def gold_flow(pipeline: PipelineSpec, gold: GoldSpec) -> GoldFlow:
     """The flow of one declared gold table (no Spark needed until the transform runs)."""
+    inputs = (gold.input,) if gold.join is None else (gold.input, gold.join.input)
+    transform = compile_join(pipeline, gold) if gold.join else compile_gold(pipeline, gold)
     return GoldFlow(pipeline, gold, TableSpec.from_decl(pipeline.table(gold.key)),
-                    TableSpec.from_decl(pipeline.table(gold.input)), compile_gold(pipeline, gold))
+                    tuple(TableSpec.from_decl(pipeline.table(key)) for key in inputs), transform)
 
 
 def gold_flows(settings: Settings) -> tuple[GoldFlow, ...]:
@@ -84,6 +93,7 @@ class UpsertWriter:
     rows_out: int = 0
     gate: QualityGate | None = None
     quarantine_path: str | None = None
+    latest_by: tuple[str, ...] = ()  # of several rows per key in a batch or the table, the greatest
     _query_id: str | None = field(default=None, repr=False)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -94,7 +104,7 @@ class UpsertWriter:
         # goes on exactly once; a named one for MERGEs.
         app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
-        updated = batch.persist()
+        updated = latest_per_key(batch, self.keys, self.latest_by).persist()
         try:
             rows = updated.count()
             to_write = updated
@@ -106,7 +116,7 @@ class UpsertWriter:
                                  app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
             if rows and self.keys:
-                upsert_batch(to_write, self.path, self.keys, app_id, batch_id)
+                upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by)
             elif rows:
                 append_batch(to_write, self.path, app_id, batch_id)
         finally:
@@ -117,7 +127,8 @@ class UpsertWriter:
 
 def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> RunningQuery:
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
-    if skippable(spark, trigger, path, checkpoint, DeltaInput(gold.input.path(settings))):
+    inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
+    if skippable(spark, trigger, path, checkpoint, inputs):
         return RunningQuery(spec.key, None, idle=True)  # nothing in its input it has not seen
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     # Every gold aggregation keeps windows or sessions in its state store.
@@ -130,13 +141,16 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Gold
     if any(e.severity.value == "drop" for e in expectations):
         ensure_table(spark, quarantine, quarantine.path(settings),
                      settings.table_doc(quarantine.key))
-    aggregated = read_table_stream(
-        spark, gold.input.path(settings), settings.streaming.max_files_per_trigger
-    ).transform(gold.transform)
+    streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
+               for table in gold.inputs]
+    aggregated = gold.transform(*streams)
     writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
-                                quarantine_path=quarantine.path(settings))
-    mode = "update" if gold.merge_keys else "append"
+                                quarantine_path=quarantine.path(settings),
+                                latest_by=gold.gold.latest_by)
+    # A stream-stream join emits each joined row once (Spark allows append only); its MERGE keeps
+    # the latest per key. An aggregation MERGEs the windows each batch updated.
+    mode = "update" if gold.merge_keys and gold.gold.join is None else "append"
     query = with_trigger(writer.outputMode(mode).foreachBatch(batch_writer), trigger).start()
     return RunningQuery(spec.key, query, rows_out=lambda: batch_writer.rows_out,
                         cause=lambda: gate.failure if gate else None)
@@ -145,7 +159,7 @@ def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Gold
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start bringing every declared gold table up to date with what is new in its input."""
     flows = gold_flows(settings)
-    inputs = {flow.input.key: flow.input for flow in flows}
+    inputs = {table.key: table for flow in flows for table in flow.inputs}
     for table in (*inputs.values(), QUALITY_RESULTS):
         with failing_as(table.key):
             ensure_table(spark, table, table.path(settings),

@@ -23,7 +23,7 @@ class FlowKind(str, Enum):
     CLEANSE = "cleanse"  # parse, check, deduplicate, enrich -> silver and its quarantine
     AGGREGATE = "aggregate"  # windowed aggregation -> gold
     TRANSFORM = "transform"  # a declared Python step -> gold
-    JOIN = "join"  # stream-stream join: reserved, no declaration produces it yet
+    JOIN = "join"  # stream-stream join of two inputs, by time range and equal keys -> gold
 
 
 class InputRole(str, Enum):
@@ -137,10 +137,15 @@ def _flows(spec: PipelineSpec) -> list[Flow]:
     for gold in spec.gold:
         drops = any(e.severity is Severity.DROP for e in gold.doc.expectations)
         targets = (gold.key, f"{gold.key}_quarantine") if drops else (gold.key,)
-        kind = FlowKind.TRANSFORM if gold.python else FlowKind.AGGREGATE
-        flows.append(Flow(f"{kind.value}:{gold.name}", kind, targets,
-                          (FlowInput(gold.input, InputRole.STREAM, spec.alternatives_of(gold.input),
-                                     declared_at=f"gold.{gold.name}.input"),),
+        kind = (FlowKind.JOIN if gold.join else FlowKind.TRANSFORM if gold.python
+                else FlowKind.AGGREGATE)
+        inputs = [FlowInput(gold.input, InputRole.STREAM, spec.alternatives_of(gold.input),
+                            declared_at=f"gold.{gold.name}.input")]
+        if gold.join is not None and gold.join.input != gold.input:
+            inputs.append(FlowInput(gold.join.input, InputRole.STREAM,
+                                    spec.alternatives_of(gold.join.input),
+                                    declared_at=f"gold.{gold.name}.join.input"))
+        flows.append(Flow(f"{kind.value}:{gold.name}", kind, targets, tuple(inputs),
                           declared_at=f"gold.{gold.name}"))
     return flows
 

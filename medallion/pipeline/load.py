@@ -40,10 +40,13 @@ from medallion.pipeline.model import (
     ExpectationSpec,
     Field,
     GoldSpec,
+    JoinKind,
+    JoinSpec,
     OutputMode,
     ParseMode,
     PipelineSpec,
     RuleSpec,
+    SelectSpec,
     Severity,
     SilverSpec,
     SourceFormat,
@@ -74,7 +77,9 @@ _COLUMN_KEYS = {"type", "source", "expr", "required", "trim", "format", "zone", 
 _DEDUP_KEYS = {"key", "order_by", "scope"}
 _ENRICH_KEYS = {"join", "columns", "defaults"}  # not `on`: YAML 1.1 reads it as true
 _GOLD_KEYS = {"input", "filter", "group_by", "window", "aggregates", "mode", "watermark", "python",
-              "columns", "keys"} | _DOC_KEYS
+              "columns", "keys", "join", "select", "latest_by"} | _DOC_KEYS
+_JOIN_KEYS = {"input", "filter", "equal", "within", "kind"}  # not `on`: YAML 1.1 reads it as true
+_SELECT_KEYS = {"expr", "type"}
 _WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
 _AGGREGATE_KEYS = {"function", "column", "default"}
 _EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
@@ -512,6 +517,11 @@ def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) 
     source = reader.text(section, "input", prefix=key)
     python = reader.python_step(section, "python", key)
     mode = reader.choice(section, "mode", OutputMode, key)
+    if section.get("join") is not None:
+        return _join_gold(reader, name, section, source, mode)
+    for only_joins in ("select", "latest_by"):
+        if section.get(only_joins) is not None:
+            raise reader.error(f"{key}.{only_joins}", "declared only with a join")
     if python is not None:
         for unused in ("window", "group_by", "aggregates"):
             if section.get(unused) is not None:
@@ -558,3 +568,44 @@ def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) 
         doc=reader.doc(section, key, f"gold/{name}"),
     )
 
+
+
+def _join_gold(reader: _Reader, name: str, section: Mapping[str, Any], source: str,
+               mode: OutputMode) -> GoldSpec:
+    key = f"gold.{name}"
+    for unused in ("window", "group_by", "aggregates", "python", "columns"):
+        if section.get(unused) is not None:
+            raise reader.error(f"{key}.{unused}", "a join's output is declared in select")
+    join = reader.mapping(section, "join", key, _JOIN_KEYS, required=True)
+    join_key = f"{key}.join"
+    spec = JoinSpec(input=reader.text(join, "input", prefix=join_key),
+                    equal=reader.names(join, "equal", join_key),
+                    within=reader.duration(join, "within", prefix=join_key),
+                    kind=reader.choice(join, "kind", JoinKind, join_key, JoinKind.LEFT_OUTER),
+                    filter=reader.optional_text(join, "filter", join_key))
+    select = []
+    for column, entry in reader.entries(section, "select", key).items():
+        entry_key = f"{key}.select.{column}"
+        if isinstance(entry, str):
+            select.append(SelectSpec(column, entry.strip()))
+            if select[-1].reference is None:
+                raise reader.error(entry_key, f"{entry!r} is not left.<column> or right.<column>; "
+                                   "an expression is declared as {expr: ..., type: ...}")
+            continue
+        declared = reader.mapping({column: entry}, column, f"{key}.select", _SELECT_KEYS,
+                                  required=True)
+        if declared.get("type") is None:
+            raise reader.error(f"{entry_key}.type", "required for an expression")
+        select.append(SelectSpec(column, reader.text(declared, "expr", prefix=entry_key),
+                                 reader.sql_type(declared["type"], f"{entry_key}.type")))
+    if not select:
+        raise reader.error(f"{key}.select", "required: the join's output columns")
+    keys = reader.names(section, "keys", key)
+    if mode is not OutputMode.UPDATE:
+        raise reader.error(f"{key}.mode", "a join's rows are kept by MERGE on keys: mode update")
+    return GoldSpec(name=name, input=source, mode=mode, join=spec, select=tuple(select), keys=keys,
+                    latest_by=reader.names(section, "latest_by", key, ()),
+                    filter=reader.optional_text(section, "filter", key),
+                    watermark=reader.duration(section, "watermark", prefix=key)
+                    if section.get("watermark") else None,
+                    doc=reader.doc(section, key, f"gold/{name}"))

@@ -86,6 +86,14 @@ class OutputMode(str, Enum):
     APPEND = "append"  # closed windows only, appended once the watermark has passed them
 
 
+class JoinKind(str, Enum):
+    """Which rows of a stream-stream join's input are written."""
+
+    INNER = "inner"  # matched rows only
+    LEFT_OUTER = "left_outer"  # every input row; no match: the joined columns null, once the
+    # watermark has passed the row (no later match can come)
+
+
 class AggregateFunction(str, Enum):
     """Aggregates a gold table can compute per window and group."""
 
@@ -453,12 +461,49 @@ class AggregateSpec:
 
 
 @dataclass(frozen=True)
+class JoinSpec:
+    """A second stream a gold table joins its input with, matched by time range and equal keys.
+
+    A row of the joined stream (``input``, after ``filter``) matches an input row when the
+    ``equal`` columns are equal on both sides and its event time is in
+    ``[input row's time - within, input row's time]``, both ends included. The time range and the
+    watermarks on both sides bound what the join keeps in state.
+    """
+
+    input: str  # table key, e.g. silver/events
+    equal: tuple[str, ...]
+    within: str  # a Spark duration
+    kind: JoinKind = JoinKind.LEFT_OUTER
+    filter: str | None = None
+
+
+@dataclass(frozen=True)
+class SelectSpec:
+    """An output column of a join: ``left.<column>``, ``right.<column>``, or an expression over
+    both with its declared ``type``."""
+
+    name: str
+    expr: str
+    type: SqlType | None = None  # None: a plain column reference, typed as its input column
+
+    @property
+    def reference(self) -> tuple[str, str] | None:
+        """``(side, column)`` when the expression is a plain column of one side."""
+        found = re.fullmatch(r"(left|right)\.([A-Za-z_][A-Za-z0-9_]*)", self.expr.strip())
+        return (found.group(1), found.group(2)) if found else None
+
+
+@dataclass(frozen=True)
 class GoldSpec:
     """An aggregate table: ``input`` filtered, grouped per window, aggregated, kept by ``mode``.
 
     A Python step (``python``, ``module:function``) replaces the window and aggregates: it gets the
     input stream (after ``filter``) and returns ``columns``; with mode update it also names its
     MERGE ``keys``.
+
+    A ``join`` also replaces them: the input (after ``filter``, as ``left``) joined with a second
+    stream (as ``right``), the output columns declared in ``select``, kept by MERGE on ``keys``
+    (mode update); of several rows per key the one greatest by ``latest_by`` stays.
     """
 
     name: str
@@ -471,7 +516,10 @@ class GoldSpec:
     watermark: str | None = None  # the input table's when absent
     python: str | None = None
     columns: tuple[Field, ...] = ()  # with python: what the step returns
-    keys: tuple[str, ...] = ()  # with python and mode update: the MERGE keys
+    keys: tuple[str, ...] = ()  # with python or join, mode update: the MERGE keys
+    join: JoinSpec | None = None
+    select: tuple[SelectSpec, ...] = ()  # with join: the output columns
+    latest_by: tuple[str, ...] = ()  # with join: of several rows per key, the greatest stays
     doc: TableDoc = TableDoc()
 
     @property
@@ -484,7 +532,7 @@ class GoldSpec:
         """Columns a MERGE matches on (mode update): window bounds and grouping columns."""
         if self.mode is not OutputMode.UPDATE:
             return ()
-        if self.python is not None:
+        if self.python is not None or self.join is not None:
             return self.keys
         assert self.window is not None
         return (*self.window.bounds, *self.group_by)
@@ -656,8 +704,19 @@ class PipelineSpec:
         """A gold table's columns, derived from window, grouping and aggregates (or declared)."""
         if gold.python is not None:
             return gold.columns
-        assert gold.window is not None
         source = known[gold.input]
+        if gold.join is not None:
+            sides = {"left": source, "right": known[gold.join.input]}
+            fields = []
+            for column in gold.select:
+                reference = column.reference
+                if column.type is not None:
+                    fields.append(Field(column.name, column.type))
+                elif reference is not None:
+                    side, name = reference
+                    fields.append(Field(column.name, sides[side].column_type(name) or STRING))
+            return tuple(fields)
+        assert gold.window is not None
         start, end = gold.window.bounds
         bounds = (Field(start, TIMESTAMP), Field(end, TIMESTAMP))
         groups = tuple(Field(g, source.column_type(g) or STRING) for g in gold.group_by)
@@ -668,11 +727,18 @@ class PipelineSpec:
             return (*groups, *bounds, *aggregates)
         return (*bounds, *groups, *aggregates)
 
+    def _joined_time(self, gold: GoldSpec, fields: tuple[Field, ...]) -> str:
+        """A join's time column: the one selected as its input's event time (else the first)."""
+        silver = next((s for s in self.silver if s.key == gold.input), None)
+        event_time = silver.event_time if silver is not None else None
+        return next((s.name for s in gold.select if s.reference == ("left", event_time)),
+                    fields[0].name)
+
     def tables_of_gold(self, gold: GoldSpec, known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
         """A gold table, and its quarantine when an expectation drops rows."""
         fields = self.gold_fields(gold, known)
         drops = any(e.severity is Severity.DROP for e in gold.doc.expectations)
-        time_column = gold.window.bounds[1] if gold.window else fields[0].name
+        time_column = gold.window.bounds[1] if gold.window else self._joined_time(gold, fields)
         table = TableDecl(Layer.GOLD, gold.name, TableRole.GOLD, fields, gold.doc,
                           time_column=time_column, mode=gold.mode, merge_keys=gold.merge_keys,
                           quarantine=f"{gold.key}_quarantine" if drops else None,

@@ -17,10 +17,11 @@ class SqlError(ValueError):
     """The text is not one Spark SQL expression; the message says why."""
 
 
-def referenced_columns(text: str) -> tuple[str, ...]:
+def referenced_columns(text: str, qualified: bool = False) -> tuple[str, ...]:
     """The columns ``text`` names, in order of appearance, each once.
 
-    For ``a.b.c`` (a struct field) the column is ``a``. Lambda variables (``x -> x + 1``) are not
+    For ``a.b.c`` (a struct field) the column is ``a``; ``qualified``: ``a.b`` (a join's side
+    and its column). Lambda variables (``x -> x + 1``) are not
     columns, and sqlglot already leaves them out.
     """
     try:
@@ -40,7 +41,10 @@ def referenced_columns(text: str) -> tuple[str, ...]:
     columns = sorted(tree.find_all(exp.Column), key=lambda c: _position(c))
     for column in columns:
         parts = column.parts
-        names[parts[0].name if parts else column.name] = None
+        if qualified and len(parts) >= 2:
+            names[f"{parts[0].name}.{parts[1].name}"] = None
+        else:
+            names[parts[0].name if parts else column.name] = None
     return tuple(names)
 
 

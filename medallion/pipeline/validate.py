@@ -69,10 +69,11 @@ class _Checker:
             if name not in known:
                 raise self.fail(key, f"unknown column {name!r} in {what} (columns: {', '.join(known)})")
 
-    def sql(self, key: str, text: str, available: Iterable[str] | None, what: str) -> tuple[str, ...]:
+    def sql(self, key: str, text: str, available: Iterable[str] | None, what: str,
+            qualified: bool = False) -> tuple[str, ...]:
         """The columns ``text`` names, each checked against ``available`` (None: any name)."""
         try:
-            names = referenced_columns(text)
+            names = referenced_columns(text, qualified)
         except SqlError as exc:
             raise self.fail(key, str(exc)) from None
         if available is not None:
@@ -303,6 +304,8 @@ def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
         check.python_step(f"{key}.python", gold.python)
         check.columns_exist(f"{key}.keys", gold.keys, [f.name for f in gold.columns],
                             f"the columns of {gold.key}")
+    elif gold.join is not None:
+        _check_join(check, spec, gold, known)
     else:
         assert gold.window is not None
         window = gold.window
@@ -331,6 +334,55 @@ def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
     tables = tuple(t for t in spec.tables_of_gold(gold, known))
     check.doc(key, gold.doc, tables[0])
     return tables
+
+
+def _event_time(check: _Checker, spec: PipelineSpec, key: str, table: TableDecl) -> str:
+    """The event time a stream of ``table`` is watermarked on (its silver ``event_time``)."""
+    silver = next((s for s in spec.silver if s.key == table.key and s.event_time), None)
+    if silver is None or silver.event_time is None:
+        raise check.fail(key, f"{table.key} declares no event_time: a stream-stream join needs a "
+                              "watermark on both sides")
+    return silver.event_time
+
+
+def _check_join(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
+                known: Mapping[str, TableDecl]) -> None:
+    assert gold.join is not None
+    key, join = f"gold.{gold.name}", gold.join
+    left = known[gold.input]
+    right = known.get(join.input)
+    if right is None:
+        raise check.fail(f"{key}.join.input", f"unknown table {join.input!r}")
+    if right.mode is OutputMode.UPDATE:
+        raise check.fail(f"{key}.join.input", f"{join.input} is kept up to date in place (mode "
+                                              "update), which a stream cannot read")
+    _event_time(check, spec, f"{key}.input", left)
+    _event_time(check, spec, f"{key}.join.input", right)
+    if join.filter is not None:
+        check.sql(f"{key}.join.filter", join.filter, right.column_names,
+                  f"the join filter of {gold.key}")
+    check.columns_exist(f"{key}.join.equal", join.equal, left.column_names,
+                        f"the columns of {gold.input}")
+    check.columns_exist(f"{key}.join.equal", join.equal, right.column_names,
+                        f"the columns of {join.input}")
+    sides = {"left": left, "right": right}
+    for column in gold.select:
+        where = f"{key}.select.{column.name}"
+        if column.reference is not None:
+            side, name = column.reference
+            check.columns_exist(where, [name], sides[side].column_names,
+                                f"the columns of {sides[side].key} ({side})")
+            continue
+        for name in check.sql(where, column.expr, None, f"column {column.name}", qualified=True):
+            side, _, field = name.partition(".")
+            if side not in sides or not field:
+                raise check.fail(where, f"{name!r}: name columns as left.<column> (of "
+                                        f"{gold.input}) or right.<column> (of {join.input})")
+            check.columns_exist(where, [field], sides[side].column_names,
+                                f"the columns of {sides[side].key} ({side})")
+    output = [column.name for column in gold.select]
+    check.columns_exist(f"{key}.keys", gold.keys, output, f"the columns of {gold.key}")
+    check.columns_exist(f"{key}.latest_by", gold.latest_by, output, f"the columns of {gold.key}")
 
 
 def _check_aggregate(check: _Checker, key: str, gold: GoldSpec, name: str, source: TableDecl,

@@ -45,6 +45,14 @@ SAMPLE_SIZE = 20
 _GX_LOCK = threading.Lock()
 
 
+def load_great_expectations() -> None:
+    """Import GX once, before batches need it on their threads: its metrics register while its
+    modules import, and a thread importing it while another does can find a metric undefined
+    ("No definition found for table.row_count")."""
+    with _GX_LOCK:
+        import great_expectations.core.expectation_validation_result  # noqa: F401
+
+
 class UnsupportedMetric(ValueError):
     """An expectation needs a metric the single-pass gate cannot compute."""
 
@@ -243,6 +251,7 @@ def _describe(kind: str, result: Mapping[str, Any]) -> str:
 
 def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchEvaluation:
     """Evaluate ``specs`` on ``frame`` (best persisted): one aggregation, GX's verdicts."""
+    load_great_expectations()
     from great_expectations.core.expectation_validation_result import (
         ExpectationValidationResult,
     )

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.quality.evaluate import BatchEvaluation, evaluate_batch
+from medallion.quality.evaluate import BatchEvaluation, evaluate_batch, load_great_expectations
 from medallion.quality.results import record_results
 from medallion.quality.spec import ExpectationSpec
 from medallion.tables import TableSpec
@@ -87,6 +87,10 @@ class QualityGate:
     run_id: str = field(default_factory=new_run_id)
     failure: str | None = None  # set when a fail expectation stopped the job
     seconds: float = 0.0  # time spent checking, for the benchmark and the logs
+
+    def __post_init__(self) -> None:
+        # Here, on the thread that starts the queries, not first in a batch's thread beside others.
+        load_great_expectations()
 
     def check(self, frame: DataFrame, batch_id: int, app_id: str, query_id: str) -> GateOutcome:
         """Evaluate, record, and enforce the expectations on ``frame`` (best persisted)."""

@@ -197,13 +197,24 @@ def append_batch(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     )
 
 
+def _greater(columns: Sequence[str]) -> str:
+    """SQL: the source row ``s`` is greater than the target ``t`` by ``columns`` (nulls lowest)."""
+    first, rest = f"`{columns[0]}`", columns[1:]
+    greater = f"(s.{first} > t.{first} OR (t.{first} IS NULL AND s.{first} IS NOT NULL))"
+    if not rest:
+        return greater
+    return f"({greater} OR (s.{first} <=> t.{first} AND {_greater(rest)}))"
+
+
 def upsert_batch(
-    df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int
+    df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int,
+    latest_by: Sequence[str] = (),
 ) -> None:
     """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once.
 
     Keys compare null-safe (``<=>``): a group whose key is null (a declared grouping column with
-    no value) is one row, updated in place, not a new row at every update.
+    no value) is one row, updated in place, not a new row at every update. With ``latest_by`` a
+    matched row is replaced only by a greater one (by those columns in order, nulls lowest).
     """
     condition = " AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys)
     spark = df.sparkSession
@@ -211,7 +222,7 @@ def upsert_batch(
         (
             DeltaTable.forPath(spark, path).alias("t")
             .merge(df.alias("s"), condition)
-            .whenMatchedUpdateAll()
+            .whenMatchedUpdateAll(condition=_greater(latest_by) if latest_by else None)
             .whenNotMatchedInsertAll()
             .execute()
         )

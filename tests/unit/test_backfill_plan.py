@@ -9,7 +9,7 @@ from medallion.config import Settings
 
 SILVER = {"silver/events", "silver/events_quarantine", "monitoring/silver_batches"}
 GOLD = {"gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
-        "gold/segment_revenue_1h"}
+        "gold/segment_revenue_1h", "gold/purchase_attribution"}
 GOLD_QUARANTINES = {f"{key}_quarantine" for key in GOLD}
 
 

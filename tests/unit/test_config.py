@@ -125,7 +125,7 @@ def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_
         "events", "silver/events", ("window_start", "window_end", "segment"))
     assert [g.key for _, g in local.gold_specs()] == [
         "gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
-        "gold/segment_revenue_1h"]
+        "gold/segment_revenue_1h", "gold/purchase_attribution"]
     assert local.declared_table("silver/events")[1].column_names[:3] == (
         "event_id", "user_id", "event_type")
     with pytest.raises(KeyError, match="gold/nope.*declared: gold/event_counts_5m"):

@@ -6,6 +6,7 @@ medallion/tables.py), never computed by the code under test.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,13 +45,17 @@ EVENTS_TABLES = {
                           "event_count BIGINT, total_amount DECIMAL(28,4)",
     "gold/segment_revenue_1h": "window_start TIMESTAMP, window_end TIMESTAMP, segment STRING, "
                                "purchase_count BIGINT, revenue DECIMAL(28,4)",
+    "gold/purchase_attribution": "event_id STRING, user_id STRING, purchase_time TIMESTAMP, "
+                                 "amount DECIMAL(18,4), attributed_event_id STRING, "
+                                 "attributed_event_type STRING, attributed_time TIMESTAMP, "
+                                 "delay_seconds DECIMAL(18,6)",
 }
 
 
 def _columns(ddl: str) -> list[tuple[str, str]]:
     """``name TYPE, ...`` as pairs; types hold no top-level comma in these schemas."""
     pairs = []
-    protected = ddl.replace("DECIMAL(18,4)", "DECIMAL(18;4)").replace("DECIMAL(28,4)", "DECIMAL(28;4)")
+    protected = re.sub(r"DECIMAL\((\d+),(\d+)\)", r"DECIMAL(\1;\2)", ddl)
     for part in protected.split(","):
         name, _, kind = part.strip().partition(" ")
         pairs.append((name, kind.replace(";", ",")))
@@ -83,6 +88,7 @@ def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
         "gold/user_activity_sliding": (OutputMode.UPDATE, ("window_start", "window_end", "user_id")),
         "gold/user_sessions": (OutputMode.APPEND, ()),
         "gold/segment_revenue_1h": (OutputMode.UPDATE, ("window_start", "window_end", "segment")),
+        "gold/purchase_attribution": (OutputMode.UPDATE, ("event_id",)),
     }
     # The columns `medallion status` reads freshness from (medallion/status.py today).
     assert {k: t.time_column for k, t in tables.items()} == {
@@ -90,7 +96,7 @@ def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
         "bronze/customers": "ingested_at", "silver/events": "timestamp",
         "silver/events_quarantine": "ingested_at", "gold/event_counts_5m": "window_end",
         "gold/user_activity_sliding": "window_end", "gold/user_sessions": "session_end",
-        "gold/segment_revenue_1h": "window_end",
+        "gold/segment_revenue_1h": "window_end", "gold/purchase_attribution": "purchase_time",
     }
     assert tables["silver/events"].quarantine == "silver/events_quarantine"
     assert tables["silver/events_quarantine"].role is TableRole.QUARANTINE
@@ -178,6 +184,14 @@ EVENTS_EXPECTATIONS = {
         "purchase_count_positive": (BETWEEN, {"column": "purchase_count", "min_value": 1}, "fail"),
         "revenue_not_negative": (BETWEEN, {"column": "revenue", "min_value": 0}, "fail"),
     },
+    "gold/purchase_attribution": {
+        "event_id_not_null": (NOT_NULL, {"column": "event_id"}, "fail"),
+        "delay_within_30_minutes": (BETWEEN, {"column": "delay_seconds", "min_value": 0,
+                                              "max_value": 1800}, "fail"),
+        "attributed_type_in_set": ("expect_column_values_to_be_in_set",
+                                   {"column": "attributed_event_type",
+                                    "value_set": ["click", "add_to_cart"]}, "fail"),
+    },
 }
 EVENTS_COMMENTS = {
     "bronze/events": "Every line of the events landing files, as written, broken lines included; "
@@ -199,6 +213,9 @@ EVENTS_COMMENTS = {
                           "closed them.",
     "gold/segment_revenue_1h": "Tumbling 1-hour windows of purchases per customer segment; open "
                                "windows updated in place.",
+    "gold/purchase_attribution": "Each purchase with the user's latest click or add_to_cart in the "
+                                 "30 minutes before it; a purchase with none has nulls there, "
+                                 "written once the watermark has passed it.",
 }
 EVENTS_COLUMN_COMMENTS = {
     "gold/event_counts_5m": {
@@ -227,6 +244,18 @@ EVENTS_COLUMN_COMMENTS = {
         "segment": "Customer segment, unknown when the user has no customer row",
         "purchase_count": "Purchases in the window",
         "revenue": "Sum of the purchases' amount",
+    },
+    "gold/purchase_attribution": {
+        "event_id": "The purchase's event_id",
+        "user_id": "The user who purchased",
+        "purchase_time": "Time of the purchase (UTC)",
+        "amount": "Amount of the purchase",
+        "attributed_event_id": "event_id of the latest click or add_to_cart of the user at most "
+                               "30 minutes before the purchase; null when none",
+        "attributed_event_type": "click or add_to_cart; null when none",
+        "attributed_time": "Time of the attributed event (UTC); null when none",
+        "delay_seconds": "Seconds from the attributed event to the purchase (0 to 1800); null "
+                         "when none",
     },
 }
 

@@ -54,5 +54,8 @@ def test_declared_tables_keep_their_paths_and_checkpoints(events: PipelineSpec,
             f"{settings.paths.lakehouse}/_checkpoints/{constant.layer}/{constant.name}")
 
 
-def test_the_events_pipeline_declares_exactly_these_tables(events: PipelineSpec) -> None:
-    assert {t.key for t in events.tables()} == {c.key for c in CONSTANTS}
+def test_the_events_pipeline_declares_these_tables_and_the_ones_added_since(
+        events: PipelineSpec) -> None:
+    # Tables declared after the engine stopped naming tables in tables.py have no constant.
+    assert {t.key for t in events.tables()} == {c.key for c in CONSTANTS} | {
+        "gold/purchase_attribution"}
