@@ -164,7 +164,7 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         golds = _gold_targets(settings, target)
         if not golds:
             raise BackfillError(f"no gold table {target!r}")
-        computed = [g.spec.key for g in golds if g.gold.window is None]
+        computed = [g.spec.key for g in golds if g.gold.python is not None]
         if computed:
             raise BackfillError(f"{', '.join(computed)}: a Python step computes it, with no declared "
                                 "window to recompute a range of; rebuild it with --full-refresh")

@@ -27,10 +27,13 @@ def _versions(settings: Settings) -> dict[str, int]:
             for log in root.rglob("_delta_log")}
 
 
-def _inputs(settings: Settings) -> dict[str, tuple[str, DeltaInput | FolderInput]]:
-    """Each query's checkpoint and what it reads."""
+Inputs = DeltaInput | FolderInput | tuple[DeltaInput, ...]
+
+
+def _inputs(settings: Settings) -> dict[str, tuple[str, Inputs]]:
+    """Each query's checkpoint and what it reads (a join: both its inputs, in order)."""
     landing = Path(settings.paths.landing)
-    found: dict[str, tuple[str, DeltaInput | FolderInput]] = {
+    found: dict[str, tuple[str, Inputs]] = {
         BRONZE_EVENTS.key: (BRONZE_EVENTS.checkpoint(settings),
                             FolderInput(str(landing / "events"), ".json")),
         SILVER_EVENTS.key: (SILVER_EVENTS.checkpoint(settings),
@@ -38,7 +41,7 @@ def _inputs(settings: Settings) -> dict[str, tuple[str, DeltaInput | FolderInput
     }
     for flow in gold_flows(settings):
         found[flow.spec.key] = (flow.spec.checkpoint(settings),
-                                DeltaInput(flow.input.path(settings)))
+                                tuple(DeltaInput(table.path(settings)) for table in flow.inputs))
     return found
 
 
