@@ -19,7 +19,7 @@ from medallion.runner import Layer, run_pipeline
 from medallion.s3 import parse_s3, s3_client
 from medallion.spark import build_session
 from medallion.streaming import JobError
-from medallion.tables import ALL_TABLES, BRONZE_EVENTS
+from medallion.tables import BRONZE_EVENTS, lakehouse_tables
 from tests.s3_support import S3SettingsFactory, table_rows
 
 
@@ -80,7 +80,7 @@ def test_server_stopped_mid_run_then_restarted(
     assert isinstance(error, JobError), f"expected a JobError, got {outcome}"
     message = str(error)
     print(f"failure reported: {message}")  # shown by pytest -rP
-    assert message.split(":")[0] in {spec.key for spec in ALL_TABLES} | {
+    assert message.split(":")[0] in {spec.key for spec in lakehouse_tables(settings)} | {
         "bronze layer", "silver layer", "gold layer"}
     assert f"127.0.0.1:{s3_server.port}" in message or "Connection refused" in message, message
 
