@@ -245,10 +245,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     layers = WRITERS if args.layer == "all" else (args.layer,)
     hold_writers(settings.paths.lakehouse, layers, args.wait)  # before Spark starts
+    from medallion.catalog import record_run_creations
+
     # An in-memory catalog ends with this process, where nothing queries it: no registration.
-    spark = build_session(settings,
-                          register_tables=settings.catalog.metastore is not Metastore.IN_MEMORY)
+    persistent = settings.catalog.metastore is not Metastore.IN_MEMORY
+    spark = build_session(settings, register_tables=persistent)
     runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger)
+    if persistent:  # prepared at the session's start: what the run created keeps it prepared
+        record_run_creations(spark, settings)
     print(format_summary(runs))
     return 0
 

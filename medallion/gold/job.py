@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.checkpoints import plan_watermark_batch
+from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.compile import Transform, compile_gold, compile_join, latest_per_key
 from medallion.idle import DeltaInput, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
@@ -125,16 +126,22 @@ class UpsertWriter:
         log.info("%s batch %d: %d rows written", self.table.key, batch_id, rows)
 
 
-def _start(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> RunningQuery:
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
+               gold: GoldFlow) -> RunningQuery:
+    """Start the query of one gold table (its inputs' tables exist: :func:`start_gold` makes sure)."""
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
     if skippable(spark, trigger, path, checkpoint, inputs):
         return RunningQuery(spec.key, None, idle=True)  # nothing in its input it has not seen
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     # Every gold aggregation keeps windows or sessions in its state store.
-    guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
-                     app_id=(lambda query_id: txn_app_id(spec.key, query_id))
-                     if gold.merge_keys else None)
+    state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
+                             app_id=(lambda query_id: txn_app_id(spec.key, query_id))
+                             if gold.merge_keys else None)
+    if state is not None and trigger.kind is not TriggerKind.ONCE:
+        # Windows a stopped run still owes (trigger once runs one batch: it owes none, and a
+        # planned batch without data would take the place of its batch of new data).
+        plan_watermark_batch(spark, spec.key, checkpoint, state)
     expectations = settings.expectations_of(spec.key)
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)
@@ -167,5 +174,5 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
     started = []
     for gold in flows:
         with failing_as(gold.spec.key):
-            started.append(_start(spark, settings, trigger, gold))
+            started.append(start_flow(spark, settings, trigger, gold))
     return started

@@ -20,10 +20,10 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import documented_schema, register_table, table_comment
 from medallion.checkpoints import (
+    CheckpointState,
     check_not_behind,
     check_state,
     inspect_checkpoint,
-    plan_watermark_batch,
 )
 from medallion.config import Trigger, TriggerKind
 from medallion.errors import CheckpointError
@@ -109,7 +109,8 @@ def txn_app_id(table: str, query_id: str) -> str:
 
 
 def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, table: str, *,
-                     app_id: Callable[[str], str] | None = None, stateful: bool = False) -> None:
+                     app_id: Callable[[str], str] | None = None,
+                     stateful: bool = False) -> CheckpointState | None:
     """Refuse to start a query whose checkpoint would silently reprocess, skip or lose data.
 
     A table that a stream has written to, whose checkpoint is gone, would get every input again
@@ -117,9 +118,7 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     state, or is older than the table (see ``medallion.checkpoints``) fails the same way, loudly.
     ``app_id`` maps the checkpoint's query id to the transaction id the query's writer commits
     ``table_path`` with (None: the streaming Delta sink's, the query id).
-
-    A stateful query stopped before the batch without data that closes windows gets that batch
-    planned (``medallion.checkpoints.plan_watermark_batch``): Spark would not run it on restart.
+    Returns what the checkpoint holds (None: there is none yet).
     """
     if not path_exists(spark, f"{checkpoint}/offsets"):
         if table_version(spark, table_path) > 0:
@@ -129,15 +128,14 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
                 "holds streamed data; starting over would process every input again. Restore the "
                 "checkpoint, or rebuild the table and everything downstream of it.",
             )
-        return
+        return None
     state = inspect_checkpoint(spark, table, checkpoint)
     if stateful:
         check_state(spark, table, checkpoint, state)
     if state.query_id:
         written = committed_txn_version(spark, table_path, (app_id or str)(state.query_id))
         check_not_behind(table, checkpoint, table_path, state, written)
-    if stateful:
-        plan_watermark_batch(spark, table, checkpoint, state)
+    return state
 
 
 def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:

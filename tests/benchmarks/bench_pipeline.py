@@ -11,7 +11,13 @@ Baselines (batch, no streaming, no checkpoints, no quarantine or accounting):
   bronze: read the JSON files as text, copy them to a Delta table;
   silver: parse bronze with ``from_json``, drop rows without an id, ``dropDuplicates(event_id)``,
           left-join the customers, write Delta;
-  gold:   the four aggregations over silver as batch ``groupBy``s, each written to Delta.
+  gold:   the four aggregations over silver as batch ``groupBy``s and the purchase attribution
+          as a batch join (below), each written to Delta.
+
+The stream-stream join (``gold/purchase_attribution``) is also timed alone, after the layers: its
+table and checkpoint are removed and its query runs over all of silver, against a batch join
+(purchases left-joined with the same user's clicks and add_to_carts of the 30 minutes before,
+the latest kept by a window function, written to Delta).
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
+from medallion.catalog import record_run_creations
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import GenerateSpec, generate_landing
+from medallion.gold.job import gold_flows, start_flow
+from medallion.hadoopfs import delete_path
 from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
+from medallion.streaming import await_all
 from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS
 
 EVENT_SCHEMA = "event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, amount DOUBLE"
@@ -56,6 +66,37 @@ def baseline_silver(spark: SparkSession, settings: Settings, out: str) -> None:
      .write.format("delta").mode("overwrite").save(out))
 
 
+def baseline_join(spark: SparkSession, settings: Settings, out: str) -> None:
+    silver = spark.read.format("delta").load(SILVER_EVENTS.path(settings))
+    purchases = silver.where("event_type = 'purchase'").alias("p")
+    clicks = silver.where("event_type IN ('click', 'add_to_cart')").alias("c")
+    joined = purchases.join(clicks, F.expr(
+        "p.user_id = c.user_id AND c.timestamp >= p.timestamp - INTERVAL 30 minutes "
+        "AND c.timestamp <= p.timestamp"), "left")
+    latest = Window.partitionBy("p.event_id").orderBy(F.col("c.timestamp").desc_nulls_last(),
+                                                      F.col("c.event_id").desc_nulls_last())
+    (joined.select(F.col("p.event_id").alias("event_id"), F.col("p.timestamp").alias("at"),
+                   F.col("c.event_id").alias("attributed"), F.col("c.timestamp").alias("clicked"),
+                   F.row_number().over(latest).alias("rank"))
+     .where("rank = 1").drop("rank")
+     .write.format("delta").mode("overwrite").save(out))
+
+
+def time_join(spark: SparkSession, settings: Settings, out: str) -> dict[str, float]:
+    """The stream-stream join's query alone over all of silver, and its batch baseline."""
+    (flow,) = [flow for flow in gold_flows(settings) if flow.gold.join is not None]
+    delete_path(spark, flow.spec.path(settings))
+    delete_path(spark, flow.spec.checkpoint(settings))
+    began = time.perf_counter()
+    (run,) = await_all([start_flow(spark, settings, Trigger(), flow)])
+    seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    baseline_join(spark, settings, out)
+    base = time.perf_counter() - began
+    return {"rows": run.rows_in, "seconds": seconds, "rows_per_second": run.rows_in / seconds,
+            "baseline_seconds": base, "ratio_to_baseline": seconds / base}
+
+
 def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
     silver = spark.read.format("delta").load(SILVER_EVENTS.path(settings)).cache()
     aggregates = {
@@ -72,6 +113,7 @@ def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
     for name, frame in aggregates.items():
         frame.write.format("delta").mode("overwrite").save(f"{out}/{name}")
     silver.unpersist()
+    baseline_join(spark, settings, f"{out}/attribution")
 
 
 def time_status(settings: Settings) -> float:
@@ -122,9 +164,12 @@ def measure_layers(settings: Settings, tmp: str) -> tuple[dict[str, dict[str, fl
         figures[layer.value] = {"rows": rows, "seconds": seconds, "rows_per_second": rows / seconds,
                                 "baseline_seconds": base, "ratio_to_baseline": seconds / base}
         print(f"{layer.value}: {figures[layer.value]}", flush=True)
+    figures["join"] = time_join(spark, settings, f"{tmp}/base/join")
+    print(f"join: {figures['join']}", flush=True)
     began = time.perf_counter()
     run_pipeline(spark, settings, Layer.ALL, trigger)
     idle = time.perf_counter() - began
+    record_run_creations(spark, settings)  # as `medallion run` does after the runs that created them
     spark.stop()
     return figures, idle
 
