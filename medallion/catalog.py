@@ -124,11 +124,6 @@ def table_comment(spec: TableSpec, doc: TableDoc | None) -> str:
     return doc.comment if doc and doc.comment else spec.comment
 
 
-def catalog_tables(settings: Settings) -> tuple[TableSpec, ...]:
-    """The tables the catalog offers: :func:`medallion.tables.lakehouse_tables`."""
-    return lakehouse_tables(settings)
-
-
 def _detail(spark: SparkSession, name: str) -> Row:
     row = spark.sql(f"DESCRIBE DETAIL {name}").first()
     assert row is not None  # DESCRIBE DETAIL always returns one row
@@ -196,7 +191,7 @@ def register_tables(spark: SparkSession, settings: Settings,
     ``with_comments`` also brings each table's comments up to date with its declaration.
     """
     registered = []
-    for spec in catalog_tables(settings):
+    for spec in lakehouse_tables(settings):
         path = spec.path(settings)
         if DeltaTable.isDeltaTable(spark, path):
             detail = register_table(spark, spec, path)
@@ -216,7 +211,7 @@ def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
     """What the catalog's preparation depends on, read without a Spark job: which tables have a
     Delta log, their declared comments, the views in configuration, and which metastore holds
     them."""
-    tables = catalog_tables(settings)
+    tables = lakehouse_tables(settings)
     present = [spec.key for spec in tables
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
     docs = {spec.qualified_name: [doc.comment, dict(doc.column_comments)] for spec in tables
@@ -287,7 +282,7 @@ def record_run_creations(spark: SparkSession, settings: Settings) -> list[str]:
             return []  # nothing was created
     except ValueError:
         return []  # a damaged marker: the next run prepares the catalog in full
-    present = [spec.qualified_name for spec in catalog_tables(settings)
+    present = [spec.qualified_name for spec in lakehouse_tables(settings)
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
     views = _create_views(spark, settings, present)
     write_text(spark, marker, json.dumps({"fingerprint": catalog_fingerprint(spark, settings),
@@ -302,7 +297,7 @@ def _prepare(spark: SparkSession, settings: Settings) -> list[str]:
 
 def _create_views(spark: SparkSession, settings: Settings, registered: list[str]) -> list[str]:
     """Create the configured views whose tables are all registered; return their names."""
-    known = [spec.qualified_name for spec in catalog_tables(settings)]
+    known = [spec.qualified_name for spec in lakehouse_tables(settings)]
     views = []
     for view in settings.catalog.views:
         waiting = [name for name in known if name not in registered

@@ -164,7 +164,6 @@ ALL_TABLES: tuple[TableSpec, ...] = (
 )
 
 
-
 def lakehouse_tables(settings: Settings) -> tuple[TableSpec, ...]:
     """Every table of the lakehouse: each one every pipeline declares (with the quarantines its
     declaration derives), then the engine's own (:data:`ALL_TABLES` that no pipeline declares:

@@ -13,14 +13,19 @@ on exactly once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.checkpoints import plan_watermark_batch
 from medallion.config import Settings, Trigger, TriggerKind
-from medallion.gold.compile import Transform, compile_gold, compile_join, latest_per_key
+from medallion.gold.compile import (
+    JoinTransform,
+    Transform,
+    compile_gold,
+    compile_join,
+    latest_per_key,
+)
 from medallion.idle import DeltaInput, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
@@ -53,7 +58,7 @@ class GoldFlow:
     gold: GoldSpec
     spec: TableSpec
     inputs: tuple[TableSpec, ...]
-    transform: Transform | Callable[[DataFrame, DataFrame], DataFrame]
+    transform: Transform | JoinTransform
 
     @property
     def input(self) -> TableSpec:
