@@ -27,7 +27,14 @@ import yaml
 from medallion.redact import has_credentials, is_secret_key, redact_text
 
 if TYPE_CHECKING:
-    from medallion.pipeline.model import ExpectationSpec, GoldSpec, PipelineSpec, TableDecl, TableDoc
+    from medallion.pipeline.model import (
+        ExpectationSpec,
+        GoldSpec,
+        PipelineSpec,
+        SourceSpec,
+        TableDecl,
+        TableDoc,
+    )
     from medallion.quality.spec import QualitySettings
 
 ENV_VAR_ENV = "MEDALLION_ENV"
@@ -380,6 +387,34 @@ class Settings:
                 return spec, gold
         known = ", ".join(gold.key for _, gold in self.gold_specs())
         raise KeyError(f"no declared gold table {key!r} (declared: {known})")
+
+    def active_sources(self, pipeline: PipelineSpec) -> tuple[SourceSpec, ...]:
+        """The sources of ``pipeline`` that land data in this configuration: every source without
+        alternatives, and of a source and its alternatives the one that runs. With
+        ``sources.events_kind: kafka`` that is the Kafka one where a group has one; otherwise the
+        one the declaration marks ``active``."""
+        chosen = []
+        for source in pipeline.sources:
+            if source.alternative_to is not None:
+                continue
+            group = (source, *(s for s in pipeline.sources if s.alternative_to == source.name))
+            kafka = [s for s in group if s.format.value == "kafka"]
+            if len(group) > 1 and self.events_kind is EventsKind.KAFKA and kafka:
+                chosen.append(kafka[0])
+            elif len(group) > 1:
+                chosen.append(next(s for s in group if s.active))
+            else:
+                chosen.append(source)
+        return tuple(chosen)
+
+    def input_of(self, pipeline: PipelineSpec, table: str) -> str:
+        """The table a flow declared to read ``table`` reads: the bronze table of the source that
+        runs in its place when ``table`` is the bronze table of a source not chosen."""
+        alternatives = (table, *pipeline.alternatives_of(table))
+        if len(alternatives) == 1:
+            return table
+        active = {s.bronze_key for s in self.active_sources(pipeline)}
+        return next((key for key in alternatives if key in active), table)
 
     @property
     def uses_kafka(self) -> bool:

@@ -1,9 +1,11 @@
-"""The silver job: a stream of bronze events, written per micro-batch to silver and quarantine.
+"""The silver job: one streaming query per declared silver table, of every pipeline.
 
-Each micro-batch is split into valid events and quarantined lines, deduplicated against itself
-and against what silver already holds (so a re-delivered event is removed however late it comes,
-and counted), enriched with the customers dimension as it stands, and written with Delta
-transaction ids so that a replayed batch changes nothing twice.
+Each silver table of ``conf/pipelines/<name>.yaml`` is compiled (:mod:`medallion.silver.compile`)
+and fed by a stream of its bronze input. Each micro-batch is split into valid rows and
+quarantined ones, deduplicated against itself and against what the table already holds (scope
+``table``: a re-delivered row is removed however late it comes, and counted), enriched with the
+dimensions as they stand, gated, and written with Delta transaction ids so that a replayed batch
+changes nothing twice: the batch's metrics row first, then the quarantine, the table last.
 """
 
 from __future__ import annotations
@@ -14,19 +16,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import EventsKind, Settings, Trigger
+from medallion.config import Settings, Trigger
 from medallion.idle import DeltaInput, skippable
+from medallion.pipeline.model import DedupScope, DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
-from medallion.silver.transforms import (
-    deduplicate_in_batch,
-    enrich_with_customers,
-    latest_customers,
-    parse_events,
-    quarantine_rejected,
-    remove_known,
-    select_quarantined,
-    select_valid,
-)
+from medallion.silver.compile import SilverTransforms, compile_silver, latest_rows
 from medallion.sinks.delta import (
     append_batch,
     committed_txn_version,
@@ -38,25 +32,61 @@ from medallion.sinks.delta import (
 )
 from medallion.sources.delta import read_table, read_table_stream
 from medallion.streaming import RunningQuery, TableRun, failing_as
-from medallion.tables import (
-    BRONZE_CUSTOMERS,
-    BRONZE_EVENTS,
-    BRONZE_EVENTS_KAFKA,
-    QUALITY_RESULTS,
-    SILVER_BATCH_METRICS,
-    SILVER_EVENTS,
-    SILVER_QUARANTINE,
-    TableSpec,
-)
+from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class SilverFlow:
+    """A declared silver table: the bronze table it reads, the dimensions it looks up, where its
+    rows and rejects go, and its compiled transforms."""
+
+    pipeline: PipelineSpec
+    silver: SilverSpec
+    spec: TableSpec
+    quarantine: TableSpec
+    input: TableSpec  # the bronze table read: the declared one, or the alternative that runs
+    dimensions: tuple[tuple[DimensionSpec, TableSpec], ...]
+    transforms: SilverTransforms
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """What the query reads of its input: the raw record and the kept columns."""
+        return tuple(dict.fromkeys((*self.transforms.record, *self.silver.keep)))
+
+
+def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) -> SilverFlow:
+    """The flow of one declared silver table (no Spark needed until a transform runs)."""
+    input_key = settings.input_of(pipeline, silver.input)
+    input_decl = pipeline.table(input_key)
+    dimensions = tuple(
+        (pipeline.dimension(e.dimension),
+         TableSpec.from_decl(pipeline.table(pipeline.source(
+             pipeline.dimension(e.dimension).source).bronze_key)))
+        for e in silver.enrichments)
+    return SilverFlow(
+        pipeline, silver,
+        TableSpec.from_decl(pipeline.table(silver.key)),
+        TableSpec.from_decl(pipeline.table(silver.quarantine_key)),
+        TableSpec.from_decl(input_decl),
+        dimensions,
+        compile_silver(pipeline, silver, input_decl),
+    )
+
+
+def silver_flows(settings: Settings) -> tuple[SilverFlow, ...]:
+    """Every declared silver table of every pipeline, in declaration order."""
+    return tuple(silver_flow(settings, pipeline, silver)
+                 for pipeline in settings.pipelines for silver in pipeline.silver)
+
+
 @dataclass
 class SilverBatchWriter:
-    """The ``foreachBatch`` function of the silver query; keeps what it did for the run summary."""
+    """The ``foreachBatch`` function of one silver query; keeps what it did for the run summary."""
 
     settings: Settings
+    flow: SilverFlow
     checkpoint: str
     quarantined: int = 0
     duplicates_removed: int = 0
@@ -70,18 +100,33 @@ class SilverBatchWriter:
             self._query_id = query_id_of(spark, self.checkpoint)
         return self._query_id
 
+    def _new_rows(self, spark: SparkSession, parsed: DataFrame) -> DataFrame:
+        """The batch's valid rows that silver does not hold yet, one per key, enriched."""
+        flow, compiled, settings = self.flow, self.flow.transforms, self.settings
+        valid = parsed.transform(compiled.valid).transform(compiled.deduplicate)
+        earliest = None
+        if flow.silver.dedup.scope is DedupScope.WATERMARK and flow.silver.event_time:
+            earliest = valid.agg(F.min(flow.silver.event_time)).first()[0]  # type: ignore[index]
+        known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), earliest)
+        dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
+                      for dimension, bronze in flow.dimensions}
+        return (valid.transform(compiled.remove_known(known))
+                .transform(compiled.enrich(dimensions))
+                .transform(compiled.finish))
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        settings = self.settings
-        app_id = txn_app_id(SILVER_EVENTS.key, self.query_id(spark))
-        if committed_txn_version(spark, SILVER_EVENTS.path(settings), app_id) >= batch_id:
-            # Silver's write is the batch's last, so the batch is all written and only its commit
-            # in the checkpoint was lost. Recomputing it would find every event already known and
-            # count them all as duplicates in the run summary; Delta would skip the writes anyway.
-            log.warning("silver/events batch %d: already written (its commit in the checkpoint "
-                        "was lost); skipped", batch_id)
+        settings, flow, compiled = self.settings, self.flow, self.flow.transforms
+        table = flow.spec
+        app_id = txn_app_id(table.key, self.query_id(spark))
+        if committed_txn_version(spark, table.path(settings), app_id) >= batch_id:
+            # The table's write is the batch's last, so the batch is all written and only its
+            # commit in the checkpoint was lost. Recomputing it would find every row already known
+            # and count them all as duplicates in the run summary; Delta would skip the writes anyway.
+            log.warning("%s batch %d: already written (its commit in the checkpoint was lost); "
+                        "skipped", table.key, batch_id)
             return
-        parsed = batch.transform(parse_events).persist()
+        parsed = batch.transform(compiled.parse).persist()
         try:
             counts = parsed.agg(
                 F.count(F.lit(1)).alias("rows_in"),
@@ -90,49 +135,41 @@ class SilverBatchWriter:
             rows_in, quarantined = int(counts["rows_in"]), int(counts["quarantined"])  # type: ignore[index]
             if rows_in == 0:
                 return
-            known = read_table(spark, SILVER_EVENTS.path(settings))
-            customers = latest_customers(read_table(spark, BRONZE_CUSTOMERS.path(settings)))
-            new_events = (
-                parsed.transform(select_valid)
-                .transform(deduplicate_in_batch)
-                .transform(remove_known(known))
-                .transform(enrich_with_customers(customers))
-                .persist()
-            )
+            new_rows = self._new_rows(spark, parsed).persist()
             try:
                 query_id = self.query_id(spark)
-                to_silver, to_quarantine = new_events, parsed.transform(select_quarantined)
-                rows_out = new_events.count()  # fills the cache the gate and the writes read
+                to_table, to_quarantine = new_rows, parsed.transform(compiled.quarantined)
+                rows_out = new_rows.count()  # fills the cache the gate and the writes read
                 duplicates = rows_in - quarantined - rows_out
                 if self.gate is not None:
                     # Before anything is written: a failed `fail` expectation raises here.
-                    outcome = self.gate.check(new_events, batch_id, app_id, query_id)
+                    outcome = self.gate.check(new_rows, batch_id, app_id, query_id)
                     rows_out -= outcome.dropped_count
                     quarantined += outcome.dropped_count
-                    to_silver = outcome.kept()
+                    to_table = outcome.kept()
                     rejected = outcome.dropped()
                     if rejected is not None:
                         to_quarantine = to_quarantine.unionByName(
-                            rejected.transform(quarantine_rejected(parsed)))
-                # The metrics row goes first: on a replay, silver is unchanged until its own write
-                # commits, so recomputed counts are the same, and a committed write is skipped.
+                            rejected.transform(compiled.rejected_to_quarantine(parsed)))
+                # The metrics row goes first: on a replay, the table is unchanged until its own
+                # write commits, so recomputed counts are the same, and a committed write is skipped.
                 metrics = spark.createDataFrame(
-                    [(SILVER_EVENTS.key, query_id, batch_id, rows_in, quarantined, duplicates, rows_out)],
+                    [(table.key, query_id, batch_id, rows_in, quarantined, duplicates, rows_out)],
                     "table STRING, query_id STRING, batch_id BIGINT, rows_in BIGINT, "
                     "quarantined BIGINT, duplicates_removed BIGINT, rows_out BIGINT",
                 ).withColumn("recorded_at", F.current_timestamp())
                 append_batch(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
-                append_batch(to_quarantine, SILVER_QUARANTINE.path(settings), app_id, batch_id)
-                append_batch(to_silver, SILVER_EVENTS.path(settings), app_id, batch_id)
+                append_batch(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
+                append_batch(to_table, table.path(settings), app_id, batch_id)
             finally:
-                new_events.unpersist()
+                new_rows.unpersist()
         finally:
             parsed.unpersist()
         self.quarantined += quarantined
         self.duplicates_removed += duplicates
         self.rows_out += rows_out
-        log.info("silver/events batch %d: %d in, %d quarantined, %d duplicates, %d written",
-                 batch_id, rows_in, quarantined, duplicates, rows_out)
+        log.info("%s batch %d: %d in, %d quarantined, %d duplicates, %d written",
+                 table.key, batch_id, rows_in, quarantined, duplicates, rows_out)
 
     def add_to(self, run: TableRun) -> None:
         """Copy the batch counters into the run summary."""
@@ -141,46 +178,40 @@ class SilverBatchWriter:
         run.gate_seconds = self.gate.seconds if self.gate else 0.0
 
 
-def bronze_events_of(settings: Settings) -> TableSpec:
-    """The bronze table silver reads events from: bronze/events, or bronze/events_kafka.
-
-    Both hold ``raw, source_file, ingested_at``, which is all silver reads. Switching an existing
-    lakehouse from one to the other fails loudly: silver's checkpoint names its source table.
-    """
-    return BRONZE_EVENTS_KAFKA if settings.events_kind is EventsKind.KAFKA else BRONZE_EVENTS
-
-
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start processing what is new in bronze events into silver/events and its quarantine."""
-    with failing_as(SILVER_EVENTS.key):
-        return [_start_silver(spark, settings, trigger)]
+    """Start processing what is new in bronze into every declared silver table and its quarantine."""
+    started = []
+    for flow in silver_flows(settings):
+        with failing_as(flow.spec.key):
+            started.append(start_flow(spark, settings, trigger, flow))
+    return started
 
 
-def _start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
-    bronze = bronze_events_of(settings)
-    checkpoint = SILVER_EVENTS.checkpoint(settings)
-    if skippable(spark, trigger, SILVER_EVENTS.path(settings), checkpoint,
-                 DeltaInput(bronze.path(settings))):
-        return RunningQuery(SILVER_EVENTS.key, None, idle=True)  # nothing in bronze it has not seen
-    for spec in (bronze, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
+               flow: SilverFlow) -> RunningQuery:
+    """Start the query of one silver table."""
+    table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
+    if skippable(spark, trigger, table.path(settings), checkpoint,
+                 DeltaInput(flow.input.path(settings))):
+        return RunningQuery(table.key, None, idle=True)  # nothing in bronze it has not seen
+    for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), table, flow.quarantine,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
-        ensure_table(spark, spec, spec.path(settings),
-                     settings.table_doc(spec.key))
-    # Silver's own write is the batch's last, so silver's transaction id says how far it got.
-    guard_checkpoint(spark, SILVER_EVENTS.path(settings), checkpoint, SILVER_EVENTS.key,
-                     app_id=lambda query_id: txn_app_id(SILVER_EVENTS.key, query_id))
-    expectations = settings.expectations_of(SILVER_EVENTS.key)
-    gate = QualityGate(SILVER_EVENTS, expectations,
+        ensure_table(spark, spec, spec.path(settings), settings.table_doc(spec.key))
+    # The table's own write is the batch's last, so its transaction id says how far it got.
+    guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
+                     app_id=lambda query_id: txn_app_id(table.key, query_id))
+    expectations = settings.expectations_of(table.key)
+    gate = QualityGate(table, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
-    writer = SilverBatchWriter(settings, checkpoint, gate=gate)
-    stream = read_table_stream(spark, bronze.path(settings),
+    writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate)
+    stream = read_table_stream(spark, flow.input.path(settings),
                                settings.streaming.max_files_per_trigger
-                               ).select("raw", "source_file", "ingested_at")
+                               ).select(*flow.input_columns)
     query = with_trigger(
-        stream.writeStream.queryName(SILVER_EVENTS.key)
+        stream.writeStream.queryName(table.key)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(writer),
         trigger,
     ).start()
-    return RunningQuery(SILVER_EVENTS.key, query, rows_out=lambda: writer.rows_out,
+    return RunningQuery(table.key, query, rows_out=lambda: writer.rows_out,
                         extra=writer.add_to, cause=lambda: gate.failure if gate else None)

@@ -1,0 +1,422 @@
+"""A declared silver table compiled into pure transformations: parse, type, check, deduplicate, enrich.
+
+:func:`compile_silver` turns a :class:`~medallion.pipeline.model.SilverSpec` into a
+:class:`SilverTransforms`, every step a ``DataFrame -> DataFrame`` function that the silver job
+(:mod:`medallion.silver.job`) applies to each micro-batch. Nothing here reads or writes a table.
+
+Parsing never fails a batch (Spark 4 runs in ANSI mode, so every conversion is a ``try_`` one):
+
+* ``parse: json``: the raw text goes through Spark's VARIANT type (``try_parse_json``), which tells
+  an invalid line (``invalid_json``) from valid JSON that is not an object (``not_an_object``), and
+  the JSON type of every field: a text column needs a JSON string, a number column a JSON number;
+* ``parse: columns``: the input's columns are the raw fields (CSV text, Parquet typed values); a
+  line the CSV reader could not split (``_corrupt_record``) is ``malformed_record``.
+
+A row's reasons are listed column by column (``missing_<col>`` or ``invalid_<col>``, then the
+column's rules), then the table's rules; rules are SQL CHECK constraints (null passes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from medallion.gold.compile import load_step
+from medallion.pipeline.model import (
+    CORRUPT_RECORD,
+    INVALID_JSON,
+    ISO_8601_WITH_ZONE,
+    MALFORMED_RECORD,
+    NOT_AN_OBJECT,
+    ColumnSpec,
+    DedupScope,
+    DimensionSpec,
+    ParseMode,
+    PipelineSpec,
+    SilverSpec,
+    TableDecl,
+    invalid_reason,
+    missing_reason,
+)
+from medallion.pipeline.sql import referenced_columns
+from medallion.pipeline.types import SqlType
+
+Transform = Callable[[DataFrame], DataFrame]
+
+# ISO-8601 date and time with a zone (Z or an offset); the instant itself is checked by the cast.
+ISO_8601_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}(:?\d{2})?)$"
+_NUMERIC_JSON = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL.*)$"
+
+_RECORD = "_record"  # the input row as it arrived, a struct, until the quarantine takes it
+_DOC = "_doc"  # JSON: the parsed document (a VARIANT)
+_REASONS = "reasons"
+
+
+def _value_column(name: str) -> str:
+    return f"_value_{name}"
+
+
+def _fault_column(name: str) -> str:
+    return f"_fault_{name}"
+
+
+@dataclass(frozen=True)
+class SilverTransforms:
+    """The steps of one silver table, in the order the job applies them to a micro-batch.
+
+    ``parse``: typed columns, kept columns, ``reasons`` (empty: valid) and the raw record.
+    ``valid`` / ``quarantined``: the rows that passed, as the table's columns / the rows that
+    failed, as the quarantine's. ``deduplicate``: one row per key in the batch. ``enrich(dims)``:
+    the dimensions' columns joined on (``dims`` maps a dimension to its latest rows).
+    ``finish``: the Python step, if any, and the table's column order.
+    """
+
+    silver: SilverSpec
+    table: TableDecl
+    quarantine: TableDecl
+    record: tuple[str, ...]  # the input columns a quarantine row keeps as they arrived
+    watermark: str  # how far back a key is compared with, for dedup scope watermark
+    parse: Transform
+    valid: Transform
+    quarantined: Transform
+    deduplicate: Transform
+    finish: Transform
+    enrich: Callable[[Mapping[str, DataFrame]], Transform]
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The deduplication key."""
+        return self.silver.dedup.key
+
+    def remove_known(self, known: DataFrame) -> Transform:
+        """Drop the rows whose key is among ``known``'s (rows silver holds already)."""
+        keys = self.key_columns
+
+        def transform(rows: DataFrame) -> DataFrame:
+            others = known.select(*[F.col(k).alias(f"_known_{k}") for k in keys])
+            condition = None
+            for k in keys:
+                equal = rows[k].eqNullSafe(others[f"_known_{k}"])
+                condition = equal if condition is None else condition & equal
+            return rows.join(others, on=condition, how="left_anti")
+
+        return transform
+
+    def known_rows(self, table: DataFrame, earliest: datetime | None) -> DataFrame:
+        """What a batch's keys are compared with: the whole table (scope ``table``), or the rows
+        whose event time is at most the watermark before the batch's earliest (``watermark``)."""
+        keys = table.select(*self.key_columns, *(
+            [self.silver.event_time] if self.silver.event_time else []))
+        if self.silver.dedup.scope is DedupScope.WATERMARK and self.silver.event_time:
+            if earliest is None:
+                return keys.limit(0)
+            lateness = F.expr(f"INTERVAL {self.watermark}")
+            keys = keys.where(F.col(self.silver.event_time) >= F.lit(earliest) - lateness)
+        return keys.select(*self.key_columns)
+
+    def rejected_to_quarantine(self, parsed: DataFrame) -> Transform:
+        """Valid rows a quality gate rejected (table columns plus ``reasons``), as quarantine rows.
+
+        The raw record comes back from ``parsed`` (the batch as parsed), matched on the key and
+        the kept columns, so the quarantine keeps what arrived, not a re-serialised copy.
+        """
+        match = [*dict.fromkeys((*self.key_columns, *self.silver.keep))]
+
+        def transform(rejected: DataFrame) -> DataFrame:
+            records = (parsed.where(F.size(_REASONS) == 0)
+                       .select(*[F.col(c).alias(f"_m_{c}") for c in match], _RECORD)
+                       .dropDuplicates([f"_m_{c}" for c in match]))
+            condition = None
+            for c in match:
+                equal = rejected[c].eqNullSafe(records[f"_m_{c}"])
+                condition = equal if condition is None else condition & equal
+            joined = rejected.join(records, on=condition, how="left")
+            return joined.transform(_quarantine_shape(self.quarantine, self.record))
+
+        return transform
+
+
+def _quarantine_shape(quarantine: TableDecl, record: tuple[str, ...]) -> Transform:
+    """Rows with the record struct, the table's columns and ``reasons``, as quarantine rows: the
+    record's fields as they arrived, then the key as far as it was read, reasons, kept columns."""
+
+    def transform(rows: DataFrame) -> DataFrame:
+        return rows.select(*[
+            F.col(f"`{_RECORD}`.`{name}`").alias(name) if name in record else F.col(name)
+            for name in quarantine.column_names])
+
+    return transform
+
+
+def record_fields(silver: SilverSpec, input_table: TableDecl) -> tuple[str, ...]:
+    """The input columns that are the raw record (what a quarantine row keeps as it arrived)."""
+    if silver.parse is ParseMode.JSON:
+        return (silver.raw_column,)
+    return tuple(name for name in input_table.column_names if name not in silver.keep)
+
+
+def _absent(json_type: Column) -> Column:
+    return json_type.isNull() | (json_type == "VOID")
+
+
+def _blank(value: Column) -> Column:
+    return F.trim(value.cast("string")) == ""
+
+
+def _from_text(text: Column, column: ColumnSpec) -> Column:
+    """The typed value of raw text (null when it does not convert or match the format)."""
+    kind = column.type
+    if kind.is_timestamp or kind.name == "DATE":
+        if column.format == ISO_8601_WITH_ZONE:
+            value = F.when(text.rlike(ISO_8601_PATTERN), text.try_cast("timestamp"))
+        elif column.format is not None:
+            value = F.try_to_timestamp(text, F.lit(column.format))
+        else:
+            value = text.try_cast("timestamp")
+        if column.zone is not None:
+            value = F.to_utc_timestamp(value, column.zone)
+        return value.cast("date") if kind.name == "DATE" else value.cast(str(kind))
+    if kind.is_string:
+        return text
+    if kind.is_numeric or kind.name == "BOOLEAN":
+        return F.trim(text).try_cast(str(kind))
+    return text.try_cast(str(kind))
+
+
+def _json_field(column: ColumnSpec) -> tuple[Column, Column, Column]:
+    """From the parsed document: the column's value, whether it is absent, whether it is invalid."""
+    path = "$." + column.field_name
+    raw = F.try_variant_get(F.col(_DOC), path, "variant")
+    json_type = F.schema_of_variant(raw)
+    absent = _absent(json_type)
+    kind = column.type
+    if kind.is_string:
+        value = F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string"))
+    elif kind.is_numeric:
+        value = F.when(json_type.rlike(_NUMERIC_JSON), F.try_variant_get(raw, "$", str(kind)))
+    elif kind.name == "BOOLEAN":
+        value = F.when(json_type == "BOOLEAN", F.try_variant_get(raw, "$", "boolean"))
+    elif kind.is_timestamp or kind.name == "DATE":
+        value = _from_text(F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string")),
+                           column)
+    else:  # arrays, maps, structs: Spark's own conversion of the JSON value
+        value = F.try_variant_get(raw, "$", str(kind))
+    return value, absent, ~absent & value.isNull()
+
+
+def _column_value(silver: SilverSpec, column: ColumnSpec,
+                  input_types: Mapping[str, SqlType]) -> tuple[Column, Column, Column]:
+    """The column's typed value, whether it is absent, and whether its raw value is invalid."""
+    if column.expr is not None:
+        result = F.col(_value_column(column.name))  # computed from the raw fields beforehand
+        text = result.try_cast("string")
+        value = _from_text(text, column)
+        return value, result.isNull(), result.isNotNull() & value.isNull()
+    if silver.parse is ParseMode.JSON:
+        return _json_field(column)
+    raw = F.col(f"`{_RECORD}`.`{column.field_name}`")
+    source_type = input_types.get(column.field_name)
+    if source_type is not None and not source_type.is_string:
+        value = raw if source_type == column.type else raw.try_cast(str(column.type))
+    else:
+        value = _from_text(raw, column)
+    return value, raw.isNull(), raw.isNotNull() & value.isNull()
+
+
+def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, invalid: Column,
+           value: Column) -> Column:
+    """``missing_<col>`` / ``invalid_<col>``, or null when the raw value is fine."""
+    fault = F.when(F.lit(False), F.lit(None).cast("string"))
+    if column.required:
+        fault = F.when(absent, F.lit(missing_reason(column.name)))
+    if silver.column_can_be_invalid(column):
+        fault = fault.when(invalid, F.lit(invalid_reason(column.name)))
+    if column.required and column.type.is_string:
+        fault = fault.when(_blank(value), F.lit(missing_reason(column.name)))
+    return fault
+
+
+def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
+    """Bronze rows as typed columns, kept columns, the record, and ``reasons``."""
+    input_types = {f.name: f.type for f in input_table.fields}
+    json = silver.parse is ParseMode.JSON
+    expr_fields = list(dict.fromkeys(
+        name for c in silver.columns if c.expr is not None for name in referenced_columns(c.expr)))
+
+    def transform(bronze: DataFrame) -> DataFrame:
+        record = F.struct(*[F.col(f"`{c}`") for c in bronze.columns]).alias(_RECORD)
+        staged = [record]
+        if json:
+            staged.append(F.try_parse_json(F.col(silver.raw_column)).alias(_DOC))
+        rows = bronze.select(*staged)
+        if any(c.expr is not None for c in silver.columns):
+            # Expressions see each raw field as its value as text (null when absent).
+            if json:
+                fields = [F.try_variant_get(F.col(_DOC), f"$.{name}", "string").alias(name)
+                          for name in expr_fields]
+            else:
+                fields = [F.col(f"`{_RECORD}`.`{name}`").alias(name) for name in expr_fields]
+            exprs = [F.expr(c.expr).alias(_value_column(c.name))
+                     for c in silver.columns if c.expr is not None]
+            rows = rows.select("*", *fields).select(_RECORD, *([_DOC] if json else []), *exprs)
+        typed, faults = [], []
+        for column in silver.columns:
+            value, absent, invalid = _column_value(silver, column, input_types)
+            faults.append(_fault(silver, column, absent, invalid, value).alias(
+                _fault_column(column.name)))
+            if column.trim and column.type.is_string:
+                value = F.trim(value)
+            typed.append(value.alias(column.name))
+        kept = [F.col(f"`{_RECORD}`.`{name}`").alias(name) for name in silver.keep]
+        rows = rows.select(_RECORD, *([_DOC] if json else []), *typed, *kept, *faults)
+        # Rules see the typed (and kept) columns; a null predicate passes, as in a CHECK.
+        listed: list[Column] = []
+        for column in silver.columns:
+            listed.append(F.col(_fault_column(column.name)))
+            listed += [F.when(~F.expr(rule.predicate), F.lit(rule.name)) for rule in column.rules]
+        listed += [F.when(~F.expr(rule.predicate), F.lit(rule.name)) for rule in silver.rules]
+        reasons = F.array_distinct(F.array_compact(F.array(*listed)))
+        if json:
+            doc = F.col(_DOC)
+            reasons = (F.when(doc.isNull(), F.array(F.lit(INVALID_JSON)))
+                       .when(~F.schema_of_variant(doc).startswith("OBJECT"),
+                             F.array(F.lit(NOT_AN_OBJECT)))
+                       .otherwise(reasons))
+        elif CORRUPT_RECORD in input_types:
+            reasons = F.when(F.col(f"{_RECORD}.{CORRUPT_RECORD}").isNotNull(),
+                             F.array(F.lit(MALFORMED_RECORD))).otherwise(reasons)
+        names = [c.name for c in silver.columns]
+        return rows.select(_RECORD, *names, *silver.keep, reasons.alias(_REASONS))
+
+    return transform
+
+
+def _valid(silver: SilverSpec) -> Transform:
+    own = [*(c.name for c in silver.columns), *silver.keep]
+
+    def transform(parsed: DataFrame) -> DataFrame:
+        return parsed.where(F.size(_REASONS) == 0).select(*own)
+
+    return transform
+
+
+def _quarantined(quarantine: TableDecl, record: tuple[str, ...]) -> Transform:
+    shape = _quarantine_shape(quarantine, record)
+
+    def transform(parsed: DataFrame) -> DataFrame:
+        return parsed.where(F.size(_REASONS) > 0).transform(shape)
+
+    return transform
+
+
+def _deduplicate(silver: SilverSpec) -> Transform:
+    """One row per key: the first by ``order_by`` (then by every column, so a replay keeps the
+    same row whatever order Spark reads the batch in)."""
+    dedup = silver.dedup
+
+    def transform(rows: DataFrame) -> DataFrame:
+        tie_break = [F.col(c).asc_nulls_last() for c in rows.columns
+                     if c not in dedup.key and c not in dedup.order_by
+                     and _orderable(rows, c)]
+        first = Window.partitionBy(*dedup.key).orderBy(*dedup.order_by, *tie_break)
+        return (rows.withColumn("_delivery", F.row_number().over(first))
+                .where(F.col("_delivery") == 1).drop("_delivery"))
+
+    return transform
+
+
+def _orderable(rows: DataFrame, column: str) -> bool:
+    kind = rows.schema[column].dataType.typeName()
+    return kind not in ("map", "variant", "array", "struct")
+
+
+def latest_rows(dimension: DimensionSpec) -> Transform:
+    """A dimension from its source's bronze rows: the latest row of each key.
+
+    Rows failing ``where`` or with a null or blank key are left out; keys are trimmed when the
+    dimension says so, so that ids differing only by spaces are one. The first row by
+    ``latest_by`` (each descending) wins; among rows equal on those, the dimension's columns
+    decide (descending, nulls last), so that a replay picks the same row whatever the order.
+    """
+
+    def transform(bronze: DataFrame) -> DataFrame:
+        rows = bronze.where(F.expr(dimension.where)) if dimension.where else bronze
+        for key in dimension.key:
+            if dimension.trim:
+                rows = rows.withColumn(key, F.trim(key))
+            rows = rows.where(F.col(key).isNotNull() & ~_blank(F.col(key)))
+        latest = Window.partitionBy(*dimension.key).orderBy(
+            *[F.col(c).desc() for c in dimension.latest_by],
+            *[F.col(c).desc_nulls_last() for c in dimension.columns])
+        return (rows.withColumn("_rank", F.row_number().over(latest))
+                .where(F.col("_rank") == 1)
+                .select(*dimension.key, *dimension.columns))
+
+    return transform
+
+
+def _enrich(pipeline: PipelineSpec, silver: SilverSpec,
+            table: TableDecl) -> Callable[[Mapping[str, DataFrame]], Transform]:
+    def with_dimensions(dimensions: Mapping[str, DataFrame]) -> Transform:
+        def transform(rows: DataFrame) -> DataFrame:
+            for number, enrichment in enumerate(silver.enrichments):
+                prefix = f"_dim{number}_"
+                dimension = dimensions[enrichment.dimension]
+                lookup = dimension.select(*[F.col(c).alias(prefix + c) for c in dimension.columns])
+                condition = None
+                for column, key in enrichment.join:
+                    equal = rows[column] == lookup[prefix + key]
+                    condition = equal if condition is None else condition & equal
+                joined = rows.join(lookup, on=condition, how="left")
+                added = []
+                for name in enrichment.columns:
+                    value = F.col(prefix + name)
+                    if name in enrichment.defaults:
+                        kind = table.column_type(name)
+                        default = F.lit(enrichment.defaults[name])
+                        value = F.coalesce(value, default.cast(str(kind)) if kind else default)
+                    added.append(value.alias(name))
+                rows = joined.select(*rows.columns, *added)
+            return rows
+
+        return transform
+
+    return with_dimensions
+
+
+def _finish(silver: SilverSpec, table: TableDecl) -> Transform:
+    step = load_step(silver.python) if silver.python else None
+
+    def transform(rows: DataFrame) -> DataFrame:
+        if step is not None:
+            rows = step(rows)
+        return rows.select(*table.column_names)
+
+    return transform
+
+
+def compile_silver(pipeline: PipelineSpec, silver: SilverSpec,
+                   input_table: TableDecl | None = None) -> SilverTransforms:
+    """The transformations of a declared silver table.
+
+    ``input_table``: the bronze table actually read (an alternative source's, e.g. Kafka instead
+    of files); the declared input by default.
+    """
+    table = pipeline.table(silver.key)
+    quarantine = pipeline.table(silver.quarantine_key)
+    source = input_table or pipeline.table(silver.input)
+    record = record_fields(silver, source)
+    return SilverTransforms(
+        silver=silver, table=table, quarantine=quarantine, record=record,
+        watermark=silver.watermark or pipeline.watermark,
+        parse=_parse(silver, source),
+        valid=_valid(silver),
+        quarantined=_quarantined(quarantine, record),
+        deduplicate=_deduplicate(silver),
+        finish=_finish(silver, table),
+        enrich=_enrich(pipeline, silver, table),
+    )
