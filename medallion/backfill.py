@@ -24,6 +24,7 @@ No other run of the pipeline may write the lakehouse meanwhile (as for any job o
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -33,32 +34,28 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from medallion.bronze.job import bronze_spec, landing_folder
+from medallion.bronze.transforms import shape_bronze
 from medallion.config import Settings, Trigger, parse_duration_seconds
 from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists
+from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sources.delta import read_table
-from medallion.sources.files import read_json_lines
+from medallion.sources.files import glob_of, read_landing
 from medallion.streaming import RunningQuery, TableRun, await_all
 from medallion.tables import (
-    BRONZE_CUSTOMERS,
-    BRONZE_EVENTS,
-    BRONZE_EVENTS_KAFKA,
     QUALITY_RESULTS,
     RUN_RECORDS,
     SILVER_BATCH_METRICS,
-    SILVER_EVENTS,
-    SILVER_QUARANTINE,
     TableSpec,
-    find_table,
+    lakehouse_tables,
     quarantine_of,
 )
 
 log = logging.getLogger(__name__)
 
-SILVER_GROUP = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_BATCH_METRICS)  # written by one query
-BRONZE_TABLES = (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS)
 LAYERS = ("bronze", "silver", "gold")
 
 
@@ -67,20 +64,55 @@ def gold_group(settings: Settings) -> tuple[TableSpec, ...]:
     return tuple(s for flow in gold_flows(settings) for s in (flow.spec, quarantine_of(flow.spec)))
 
 
+def _writes(settings: Settings) -> list[tuple[tuple[str, ...], tuple[TableSpec, ...]]]:
+    """Each flow of every pipeline: the tables it reads, the tables its one query writes.
+
+    A silver query writes its table, its quarantine and its rows of the silver batch metrics; it
+    reads its bronze input (or the alternative that runs instead) and its dimensions' bronze
+    tables. A gold query writes its table and its quarantine, from its input(s).
+    """
+    flows: list[tuple[tuple[str, ...], tuple[TableSpec, ...]]] = []
+    for pipeline in settings.pipelines:
+        for silver in pipeline.silver:
+            reads = (silver.input, *pipeline.alternatives_of(silver.input),
+                     *(pipeline.source(pipeline.dimension(e.dimension).source).bronze_key
+                       for e in silver.enrichments))
+            flows.append((reads, (TableSpec.from_decl(pipeline.table(silver.key)),
+                                  TableSpec.from_decl(pipeline.table(silver.quarantine_key)),
+                                  SILVER_BATCH_METRICS)))
+    for flow in gold_flows(settings):
+        flows.append((tuple(t.key for t in flow.inputs), (flow.spec, quarantine_of(flow.spec))))
+    return flows
+
+
 def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
-    """What each table feeds. Silver's three tables are written by one query, so they go together;
-    the customers dimension enriches silver, so rebuilding it rebuilds silver too."""
-    golds = gold_group(settings)
-    return {
-        **{spec.key: (*SILVER_GROUP, *golds) for spec in BRONZE_TABLES},
-        **{spec.key: (*(s for s in SILVER_GROUP if s is not spec), *golds) for spec in SILVER_GROUP},
-        **{flow.spec.key: (quarantine_of(flow.spec),) for flow in gold_flows(settings)},
-    }
+    """What rebuilding each declared table rebuilds with it: the other tables its query writes
+    (silver's table, quarantine and batch metrics go together) and, transitively, every table
+    computed from them (a dimension's bronze table enriches silver, so it rebuilds silver too)."""
+    flows = _writes(settings)
+    tables = {spec.key: spec for _, written in flows for spec in written}
+    for pipeline in settings.pipelines:
+        for source in pipeline.sources:
+            tables.setdefault(source.bronze_key, TableSpec.from_decl(pipeline.table(source.bronze_key)))
+    found: dict[str, tuple[TableSpec, ...]] = {}
+    for key in tables:
+        closure: dict[str, TableSpec] = {}
+        todo = [key]
+        while todo:
+            current = todo.pop()
+            for reads, written in flows:
+                if current in reads or any(w.key == current for w in written):
+                    for spec in written:
+                        if spec.key not in closure and spec.key != key:
+                            closure[spec.key] = spec
+                            todo.append(spec.key)
+        found[key] = tuple(closure.values())
+    return found
 
 
 def writer_layer(spec: TableSpec) -> str:
-    """The layer whose run writes a table (silver's metrics and quarantine are written by silver)."""
-    return "silver" if spec in SILVER_GROUP else spec.layer
+    """The layer whose run writes a table (silver's batch metrics are written by silver)."""
+    return "silver" if spec.key == SILVER_BATCH_METRICS.key else spec.layer
 
 
 class BackfillError(ValueError):
@@ -134,11 +166,12 @@ def _gold_targets(settings: Settings, target: str) -> list[GoldFlow]:
     return [flow for flow in flows if target in ("gold", flow.spec.key)]
 
 
-def _spec(target: str) -> TableSpec:
-    try:
-        return find_table(target)
-    except KeyError as exc:
-        raise BackfillError(str(exc.args[0])) from None
+def _spec(settings: Settings, target: str) -> TableSpec:
+    tables = lakehouse_tables(settings)
+    found = next((spec for spec in tables if spec.key == target), None)
+    if found is None:
+        raise BackfillError(f"no table {target!r} (known: {', '.join(s.key for s in tables)})")
+    return found
 
 
 def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: datetime | None,
@@ -149,11 +182,11 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         if target in ("gold",):
             return Plan(target, None, None, True, gold_group(settings))
         feeds = downstream(settings)
-        spec = next((s for s in gold_group(settings) if s.key == target), None) or _spec(target)
+        spec = next((s for s in gold_group(settings) if s.key == target), None) or _spec(settings, target)
         if spec in (*RUN_RECORDS, QUALITY_RESULTS):
             raise BackfillError(f"{target} is a record of past runs and checks; it is not rebuilt")
         if spec.key not in feeds:
-            raise BackfillError(f"{target}: a full refresh is for the pipeline's tables "
+            raise BackfillError(f"{target}: a full refresh is for the pipelines' tables "
                                 f"({', '.join(feeds)})")
         return Plan(target, None, None, True, (spec, *feeds[spec.key]))
     if start is None or end is None:
@@ -169,21 +202,36 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
             raise BackfillError(f"{', '.join(computed)}: a Python step computes it, with no declared "
                                 "window to recompute a range of; rebuild it with --full-refresh")
         return Plan(target, start, end, False, tuple(g.spec for g in golds))
-    if target == BRONZE_EVENTS.key:
-        files = landing_files_between(spark, settings, start, end)
+    found = file_source_of(settings, target)
+    if found is not None:
+        files = landing_files_between(spark, settings, start, end, target)
         if not files:
             raise BackfillError(f"no landing file of {target} was modified in the range")
-        return Plan(target, start, end, False, (BRONZE_EVENTS,), tuple(files))
+        return Plan(target, start, end, False, (bronze_spec(*found),), tuple(files))
     raise BackfillError(
-        f"{target}: a range backfill is for gold tables (recomputed from silver) and bronze/events "
-        "(landing files ingested again, deduplicated by silver); rebuild other tables with "
-        "--full-refresh")
+        f"{target}: a range backfill is for gold tables (recomputed from silver) and the bronze "
+        "tables of landing files (files ingested again, deduplicated by silver); rebuild other "
+        "tables with --full-refresh")
+
+
+def file_source_of(settings: Settings, target: str) -> tuple[PipelineSpec, SourceSpec] | None:
+    """The landing-file source that runs and lands in bronze table ``target``, if any."""
+    for pipeline in settings.pipelines:
+        for source in settings.active_sources(pipeline):
+            if source.bronze_key == target and source.format is not SourceFormat.KAFKA:
+                return pipeline, source
+    return None
 
 
 def landing_files_between(spark: SparkSession, settings: Settings, start: datetime,
-                          end: datetime) -> list[str]:
-    """The events landing files (``*.json``) whose modification time is in ``[start, end)``."""
-    folder = settings.landing_path(settings.sources["events"])
+                          end: datetime, target: str = "bronze/events") -> list[str]:
+    """The landing files of the source of bronze table ``target`` whose modification time is in
+    ``[start, end)``."""
+    found = file_source_of(settings, target)
+    if found is None:
+        return []
+    source = found[1]
+    folder, glob = landing_folder(settings, source), glob_of(source)
     if not path_exists(spark, folder):
         return []
     fs, path = hadoop_path(spark, folder)
@@ -191,7 +239,7 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
     chosen = []
     for status in fs.listStatus(path):
         name = status.getPath().getName()
-        if status.isFile() and name.endswith(".json") and not name.startswith((".", "_")) \
+        if status.isFile() and fnmatch.fnmatch(name, glob) and not name.startswith((".", "_")) \
                 and low <= status.getModificationTime() < high:
             chosen.append(str(status.getPath().toString()))
     return sorted(chosen)
@@ -277,33 +325,35 @@ def _without_file_scheme(path: str) -> str:
     return "/" + path[len("file:"):].lstrip("/") if path.startswith("file:") else path
 
 
-def _backfill_checkpoint(settings: Settings, files: Sequence[str]) -> str:
+def _backfill_checkpoint(settings: Settings, target: str, files: Sequence[str]) -> str:
     digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:16]
-    return settings.checkpoint_path(f"backfill/{BRONZE_EVENTS.key}/{digest}")
+    return settings.checkpoint_path(f"backfill/{target}/{digest}")
 
 
 def reingest_bronze(spark: SparkSession, settings: Settings, plan: Plan) -> list[TableRun]:
-    """Ingest the plan's landing files again into bronze/events, with a checkpoint of their own.
+    """Ingest the plan's landing files again into their bronze table, with a checkpoint of their own.
 
     The checkpoint is named after the set of files: running the same backfill again (after a
     crash, say) resumes it instead of ingesting the files a third time.
     """
-    from medallion.bronze.transforms import shape_bronze_events
-
-    folder = settings.landing_path(settings.sources["events"])
-    path = BRONZE_EVENTS.path(settings)
-    ensure_table(spark, BRONZE_EVENTS, path)
+    found = file_source_of(settings, plan.target)
+    assert found is not None, plan.target
+    pipeline, source = found
+    spec = bronze_spec(pipeline, source)
+    path = spec.path(settings)
+    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     # file:/x, file:///x and /x name the same local file; compare without the scheme's slashes.
     chosen = sorted({_without_file_scheme(file) for file in plan.files})
-    stream = (read_json_lines(spark, folder, settings.streaming.max_files_per_trigger)
+    stream = (read_landing(spark, source, landing_folder(settings, source),
+                           settings.streaming.max_files_per_trigger)
               .where(F.regexp_replace("source_file", "^file:/+", "/").isin(chosen))
-              .transform(shape_bronze_events))
-    checkpoint = _backfill_checkpoint(settings, plan.files)
+              .transform(shape_bronze(source)))
+    checkpoint = _backfill_checkpoint(settings, spec.key, plan.files)
     writer = (stream.writeStream.format("delta").outputMode("append")
-              .queryName(f"backfill/{BRONZE_EVENTS.key}")
+              .queryName(f"backfill/{spec.key}")
               .option("checkpointLocation", checkpoint))
     query = with_trigger(writer, Trigger()).start(path)
-    return await_all([RunningQuery(f"backfill/{BRONZE_EVENTS.key}", query)])
+    return await_all([RunningQuery(f"backfill/{spec.key}", query)])
 
 
 def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,

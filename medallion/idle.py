@@ -24,6 +24,7 @@ What "nothing" means, as Spark decides it (Spark 4.0, delta-spark 4.0):
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import re
@@ -51,10 +52,10 @@ class DeltaInput:
 
 @dataclass(frozen=True)
 class FolderInput:
-    """A query reading the files of a landing folder whose names end with ``suffix``."""
+    """A query reading the files of a landing folder whose names match ``glob``."""
 
     folder: str
-    suffix: str
+    glob: str
 
 
 StreamInput = DeltaInput | FolderInput
@@ -114,7 +115,7 @@ def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
         return False  # partition folders: not read the simple way checked here
     # Every file the reader could list (hidden ones included: more files can only mean "start").
     listed = {_location(str(status.getPath().toUri())) for status in statuses
-              if str(status.getPath().getName()).endswith(source.suffix)}
+              if fnmatch.fnmatch(str(status.getPath().getName()), source.glob)}
     return listed <= _logged_files(spark, checkpoint, int(offset["logOffset"]))
 
 

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from medallion.bronze.transforms import (
-    shape_bronze_customers,
-    shape_bronze_events,
-    shape_bronze_kafka_events,
-)
-from medallion.config import EventsKind, Settings, Trigger
+from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
+from medallion.config import Settings, Trigger
 from medallion.hadoopfs import path_exists
 from medallion.idle import FolderInput, skippable
+from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
     ensure_table,
     guard_checkpoint,
@@ -24,27 +20,31 @@ from medallion.sinks.delta import (
     table_version,
     with_trigger,
 )
-from medallion.sources.files import CSV_SUFFIX, JSON_SUFFIX, read_customer_csv, read_json_lines
+from medallion.sources.files import glob_of, read_landing
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun, failing_as
-from medallion.tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, TableSpec
+from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
 
-Reader = Callable[[SparkSession, str, int], DataFrame]
-# Each landing source: its bronze table, its sources.* key, its reader, the suffix of the files
-# the reader takes, and the shaping of what it read.
-INGESTIONS: tuple[tuple[TableSpec, str, Reader, str, Callable[[DataFrame], DataFrame]], ...] = (
-    (BRONZE_EVENTS, "events", read_json_lines, JSON_SUFFIX, shape_bronze_events),
-    (BRONZE_CUSTOMERS, "customers", read_customer_csv, CSV_SUFFIX, shape_bronze_customers),
-)
+
+def landing_folder(settings: Settings, source: SourceSpec) -> str:
+    """The folder a file source reads: ``<landing>/<path>``; the engine setting
+    ``sources.<name>`` (conf/<env>.yaml) moves it."""
+    return settings.landing_path(settings.sources.get(source.name) or source.path or source.name)
 
 
-def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, spec: TableSpec,
-                     folder: str, read: Reader, suffix: str,
-                     shape: Callable[[DataFrame], DataFrame]) -> RunningQuery:
-    path = spec.path(settings)
-    if skippable(spark, trigger, path, spec.checkpoint(settings), FolderInput(folder, suffix)):
+def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
+    """The bronze table a source lands in."""
+    return TableSpec.from_decl(pipeline.table(source.bronze_key))
+
+
+def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
+                     pipeline: PipelineSpec, source: SourceSpec) -> RunningQuery:
+    spec = bronze_spec(pipeline, source)
+    path, folder = spec.path(settings), landing_folder(settings, source)
+    if skippable(spark, trigger, path, spec.checkpoint(settings),
+                 FolderInput(folder, glob_of(source))):
         return RunningQuery(spec.key, None, idle=True)  # every landed file is in bronze already
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     if not path_exists(spark, folder):
@@ -52,7 +52,8 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, 
         return RunningQuery(spec.key, None, note=f"no landing folder {folder}")
     checkpoint = spec.checkpoint(settings)
     guard_checkpoint(spark, path, checkpoint, spec.key)
-    stream = read(spark, folder, settings.streaming.max_files_per_trigger).transform(shape)
+    stream = read_landing(spark, source, folder, settings.streaming.max_files_per_trigger
+                          ).transform(shape_bronze(source))
     writer = (
         stream.writeStream.format("delta")
         .outputMode("append")
@@ -66,34 +67,32 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger, 
 
 
 def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start ingesting what is new in the landing zone; a missing landing folder is skipped."""
+    """Start landing what is new of every source that runs, of every pipeline, in its bronze
+    table; a missing landing folder is skipped."""
     queries: list[RunningQuery] = []
-    kafka_events = settings.events_kind is EventsKind.KAFKA
-    for spec, source, read, suffix, shape in INGESTIONS:
-        if kafka_events and spec is BRONZE_EVENTS:
-            continue  # events come from Kafka (bronze/events_kafka) in this configuration
-        with failing_as(spec.key):
-            folder = settings.landing_path(settings.sources[source])
-            queries.append(_start_ingestion(spark, settings, trigger, spec, folder, read, suffix,
-                                            shape))
-    if kafka_events:
-        with failing_as(BRONZE_EVENTS_KAFKA.key):
-            queries.append(start_bronze_kafka(spark, settings, trigger))
+    for pipeline in settings.pipelines:
+        for source in settings.active_sources(pipeline):
+            with failing_as(source.bronze_key):
+                if source.format is SourceFormat.KAFKA:
+                    queries.append(start_bronze_kafka(spark, settings, trigger, pipeline, source))
+                else:
+                    queries.append(_start_ingestion(spark, settings, trigger, pipeline, source))
     return queries
 
 
-def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger) -> RunningQuery:
-    """Start ingesting the events topics into bronze/events_kafka, exactly once.
+def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger,
+                       pipeline: PipelineSpec, source: SourceSpec) -> RunningQuery:
+    """Start ingesting a Kafka source's topics into its bronze table, exactly once.
 
     The streaming Delta sink records each batch's id in the table's log and the checkpoint keeps
     the Kafka offsets of each batch, so a restarted query re-reads a batch that did not commit
     and skips one that did. Offsets missing from Kafka are counted at the end of the run.
     """
-    spec = BRONZE_EVENTS_KAFKA
+    spec = bronze_spec(pipeline, source)
     path, checkpoint = spec.path(settings), spec.checkpoint(settings)
-    ensure_table(spark, spec, path)
+    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     guard_checkpoint(spark, path, checkpoint, spec.key)
-    stream = read_kafka_stream(spark, settings.kafka).transform(shape_bronze_kafka_events)
+    stream = read_kafka_stream(spark, settings.kafka).transform(shape_bronze_kafka(source))
     writer = (
         stream.writeStream.format("delta")
         .outputMode("append")
@@ -103,7 +102,7 @@ def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger
     before = table_version(spark, path)
     query = with_trigger(writer, trigger).start(path)
     running = RunningQuery(spec.key, query, rows_out=lambda: rows_written_since(spark, path, before))
-    running.extra = lambda run: _count_missing_offsets(spark, path, running, run)
+    running.extra = lambda run: _count_missing_offsets(spark, spec.key, path, running, run)
     return running
 
 
@@ -129,7 +128,7 @@ def _offset_ranges(running: RunningQuery) -> dict[tuple[str, int], tuple[int, in
     return ranges
 
 
-def _count_missing_offsets(spark: SparkSession, path: str, running: RunningQuery,
+def _count_missing_offsets(spark: SparkSession, table: str, path: str, running: RunningQuery,
                            run: TableRun) -> None:
     """Count offsets this run was asked to read that never reached bronze, and log each gap.
 
@@ -140,14 +139,14 @@ def _count_missing_offsets(spark: SparkSession, path: str, running: RunningQuery
     ranges = _offset_ranges(running)
     if not ranges:
         return
-    table = spark.read.format("delta").load(path)
+    rows = spark.read.format("delta").load(path)
     condition = " OR ".join(
         f"(topic = '{topic}' AND partition = {partition} AND offset >= {low} AND offset < {high})"
         for (topic, partition), (low, high) in ranges.items()
     )
     present = {
         (row["topic"], row["partition"]): (row["n"], row["first"])
-        for row in table.where(condition).groupBy("topic", "partition")
+        for row in rows.where(condition).groupBy("topic", "partition")
         .agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("first")).collect()
     }
     missing_total = 0
@@ -158,7 +157,7 @@ def _count_missing_offsets(spark: SparkSession, path: str, running: RunningQuery
             missing_total += missing
             log.warning("%s: %d offsets of topic %s partition %d in [%d, %d) were not in Kafka "
                         "any more (first offset read: %s); counted as lost",
-                        BRONZE_EVENTS_KAFKA.key, missing, topic, partition, low, high, first)
+                        table, missing, topic, partition, low, high, first)
     run.offsets_missing = missing_total
     if missing_total:
         run.note = f"{missing_total} Kafka offsets missing (aged out or deleted before read)"

@@ -1,40 +1,47 @@
-"""Streaming readers of the landing zone (Structured Streaming file source)."""
+"""Streaming readers of the landing zone (Structured Streaming file source), one per source format.
+
+What a declared file source (``sources.<name>`` of ``conf/pipelines/<name>.yaml``) reads becomes
+its bronze rows unchanged: JSON Lines as text (a broken line is kept exactly as it arrived;
+parsing is silver's job), CSV as text columns with the lines the reader could not split in
+``_corrupt_record``, Parquet in its declared schema. Each row carries its file (``source_file``).
+"""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-JSON_SUFFIX = ".json"  # the files each reader takes from its folder
-CSV_SUFFIX = ".csv"
-CUSTOMER_CSV_SCHEMA = "customer_id STRING, customer_name STRING, segment STRING, _corrupt_record STRING"
+from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
+
+DEFAULT_GLOBS = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
+                 SourceFormat.PARQUET: "*.parquet"}
 
 
-def read_json_lines(spark: SparkSession, folder: str, max_files_per_trigger: int) -> DataFrame:
-    """Each line of the ``*.json`` files in ``folder``, as text, with its file: ``raw, source_file``.
-
-    Lines are read as text, not parsed, so that a broken line is kept exactly as it arrived;
-    parsing is silver's job.
-    """
-    return (
-        spark.readStream.format("text")
-        .option("pathGlobFilter", f"*{JSON_SUFFIX}")
-        .option("maxFilesPerTrigger", max_files_per_trigger)
-        .load(folder)
-        .select(F.col("value").alias("raw"), F.col("_metadata.file_path").alias("source_file"))
-    )
+def glob_of(source: SourceSpec) -> str:
+    """Which files of its folder a source reads: declared, else by format."""
+    return source.glob or DEFAULT_GLOBS[source.format]
 
 
-def read_customer_csv(spark: SparkSession, folder: str, max_files_per_trigger: int) -> DataFrame:
-    """Rows of the ``*.csv`` files in ``folder``; a malformed line lands in ``_corrupt_record``."""
-    return (
-        spark.readStream.format("csv")
-        .schema(CUSTOMER_CSV_SCHEMA)
-        .option("header", "true")
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", "_corrupt_record")
-        .option("pathGlobFilter", f"*{CSV_SUFFIX}")
-        .option("maxFilesPerTrigger", max_files_per_trigger)
-        .load(folder)
-        .withColumn("source_file", F.col("_metadata.file_path"))
-    )
+def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
+                 max_files_per_trigger: int) -> DataFrame:
+    """The records of the source's files in ``folder`` not read yet by the query, with their file."""
+    reader = (spark.readStream.option("pathGlobFilter", glob_of(source))
+              .option("maxFilesPerTrigger", max_files_per_trigger)
+              .options(**source.options))
+    if source.format is SourceFormat.JSON_LINES:
+        return (reader.format("text").load(folder)
+                .select(F.col("value").alias("raw"), F.col("_metadata.file_path").alias(SOURCE_FILE)))
+    if source.format is SourceFormat.CSV:
+        schema = ", ".join([*(f"`{name}` STRING" for name in source.header),
+                            f"{CORRUPT_RECORD} STRING"])
+        rows = (reader.format("csv").schema(schema)
+                .option("header", "true")
+                .option("mode", "PERMISSIVE")
+                .option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+                .load(folder))
+    elif source.format is SourceFormat.PARQUET:
+        schema = ", ".join(field.ddl() for field in source.schema)
+        rows = reader.format("parquet").schema(schema).load(folder)
+    else:
+        raise ValueError(f"source {source.name} is {source.format.value}, not a landing-file format")
+    return rows.withColumn(SOURCE_FILE, F.col("_metadata.file_path"))

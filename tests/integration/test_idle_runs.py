@@ -35,7 +35,7 @@ def _inputs(settings: Settings) -> dict[str, tuple[str, Inputs]]:
     landing = Path(settings.paths.landing)
     found: dict[str, tuple[str, Inputs]] = {
         BRONZE_EVENTS.key: (BRONZE_EVENTS.checkpoint(settings),
-                            FolderInput(str(landing / "events"), ".json")),
+                            FolderInput(str(landing / "events"), "*.json")),
         SILVER_EVENTS.key: (SILVER_EVENTS.checkpoint(settings),
                             DeltaInput(BRONZE_EVENTS.path(settings))),
     }
