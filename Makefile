@@ -29,8 +29,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv, install the package and fetch the JVM jars
 
-run: setup ## generate sample data, run bronze -> silver -> gold, show the gold tables
+run: setup ## sample data (events generated, orders from samples/), bronze -> silver -> gold, show the gold tables
 	$(BIN)/medallion generate --events 20000 --files 4 --burst sample --seed 7
+	$(BIN)/medallion land --entity orders samples/landing/orders/*.csv
+	$(BIN)/medallion land --entity products samples/landing/products/*.csv
+	$(BIN)/medallion land --entity stores samples/landing/stores/*.csv
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 

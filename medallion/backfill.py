@@ -40,10 +40,11 @@ from medallion.config import Settings, Trigger, parse_duration_seconds
 from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists
+from medallion.idle import newest_table_version
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sources.delta import read_table
-from medallion.sources.files import glob_of, read_landing
+from medallion.sources.files import read_landing
 from medallion.streaming import RunningQuery, TableRun, await_all
 from medallion.tables import (
     QUALITY_RESULTS,
@@ -85,11 +86,20 @@ def _writes(settings: Settings) -> list[tuple[tuple[str, ...], tuple[TableSpec, 
     return flows
 
 
+def _silver_tables(settings: Settings) -> set[str]:
+    return {silver.key for pipeline in settings.pipelines for silver in pipeline.silver}
+
+
 def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
     """What rebuilding each declared table rebuilds with it: the other tables its query writes
-    (silver's table, quarantine and batch metrics go together) and, transitively, every table
-    computed from them (a dimension's bronze table enriches silver, so it rebuilds silver too)."""
+    (a silver table and its quarantine go together) and, transitively, every table computed from
+    them (a dimension's bronze table enriches silver, so it rebuilds silver too).
+
+    The silver batch metrics are shared by every silver table: they are rebuilt whole when every
+    silver table is (or when they are the target); otherwise only the rebuilt tables' rows go
+    (:attr:`Plan.metrics_of`)."""
     flows = _writes(settings)
+    silver_tables = {written[0].key for _, written in flows if SILVER_BATCH_METRICS in written}
     tables = {spec.key: spec for _, written in flows for spec in written}
     for pipeline in settings.pipelines:
         for source in pipeline.sources:
@@ -105,7 +115,10 @@ def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
                     for spec in written:
                         if spec.key not in closure and spec.key != key:
                             closure[spec.key] = spec
-                            todo.append(spec.key)
+                            if spec.key != SILVER_BATCH_METRICS.key:  # shared: not a path on
+                                todo.append(spec.key)
+        if key != SILVER_BATCH_METRICS.key and not silver_tables <= closure.keys() | {key}:
+            closure.pop(SILVER_BATCH_METRICS.key, None)
         found[key] = tuple(closure.values())
     return found
 
@@ -139,6 +152,7 @@ class Plan:
     full_refresh: bool
     rewrites: tuple[TableSpec, ...]
     files: tuple[str, ...] = ()
+    metrics_of: tuple[str, ...] = ()  # silver tables rebuilt whose rows of the shared metrics go
 
     @property
     def first_layer(self) -> str:
@@ -151,6 +165,8 @@ class Plan:
             lines = [f"full refresh of {self.target}: delete these tables and their checkpoints, "
                      "then process every input again:"]
             lines += [f"  {spec.key}" for spec in self.rewrites]
+            if self.metrics_of:
+                lines.append(f"  {SILVER_BATCH_METRICS.key}: the rows of {', '.join(self.metrics_of)}")
             return "\n".join(lines)
         span = f"[{self.start:%Y-%m-%dT%H:%M:%SZ}, {self.end:%Y-%m-%dT%H:%M:%SZ})"
         if self.files:
@@ -188,7 +204,10 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         if spec.key not in feeds:
             raise BackfillError(f"{target}: a full refresh is for the pipelines' tables "
                                 f"({', '.join(feeds)})")
-        return Plan(target, None, None, True, (spec, *feeds[spec.key]))
+        rewrites = (spec, *feeds[spec.key])
+        metrics_of = () if SILVER_BATCH_METRICS in rewrites else tuple(
+            s.key for s in rewrites if s.key in _silver_tables(settings))
+        return Plan(target, None, None, True, rewrites, metrics_of=metrics_of)
     if start is None or end is None:
         raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
     if start >= end:
@@ -231,7 +250,7 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
     if found is None:
         return []
     source = found[1]
-    folder, glob = landing_folder(settings, source), glob_of(source)
+    folder, glob = landing_folder(settings, source), source.file_glob
     if not path_exists(spark, folder):
         return []
     fs, path = hadoop_path(spark, folder)
@@ -367,6 +386,12 @@ def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
         for folder in (spec.path(settings), spec.checkpoint(settings)):
             if delete_path(spark, folder):
                 log.warning("full refresh: deleted %s", folder)
+    metrics = SILVER_BATCH_METRICS.path(settings)
+    if plan.metrics_of and newest_table_version(spark, metrics) >= 0:
+        # The shared metrics keep the other silver tables' rows (their accounting needs them).
+        tables = ", ".join(f"'{key}'" for key in plan.metrics_of)
+        spark.sql(f"DELETE FROM delta.`{metrics}` WHERE `table` IN ({tables})")
+        log.warning("full refresh: deleted the rows of %s from %s", tables, SILVER_BATCH_METRICS.key)
     for spec in plan.rewrites:  # nothing left behind that a restart would trust
         guard_checkpoint(spark, spec.path(settings), spec.checkpoint(settings), spec.key)
     return run(layers)

@@ -120,8 +120,9 @@ def _parser() -> argparse.ArgumentParser:
         "land", parents=[common],
         help="upload files to the landing zone (multipart, checksums verified)")
     land.add_argument("files", nargs="+", metavar="FILE")
-    land.add_argument("--entity", choices=["events", "customers"],
-                      help="landing folder (default: .json -> events, .csv -> customers)")
+    land.add_argument("--entity", metavar="SOURCE",
+                      help="the declared file source the files belong to (default: the one "
+                           "source whose glob matches each file's name)")
     land.add_argument("--part-size-mib", type=int, default=16,
                       help="multipart part size; larger files are uploaded in parts (min 5)")
 

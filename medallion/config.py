@@ -433,6 +433,15 @@ class Settings:
         """Folder of the landing zone that holds one entity's files."""
         return f"{self.paths.landing}/{entity}"
 
+    def source_folder(self, source: SourceSpec) -> str:
+        """The landing folder of a file source, under ``<landing>``: its declared ``path``, unless
+        the engine setting ``sources.<name>`` (``conf/<env>.yaml``) moves it."""
+        return self.sources.get(source.name) or source.path or source.name
+
+    def file_sources(self) -> dict[str, SourceSpec]:
+        """Every declared source of landing files, of every pipeline, by name."""
+        return {s.name: s for p in self.pipelines for s in p.sources if s.format.value != "kafka"}
+
     def catalog_dir(self) -> str:
         """``<lakehouse>/_catalog``: warehouse of the catalog's databases, embedded metastore."""
         return f"{self.paths.lakehouse}/_catalog"

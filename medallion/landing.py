@@ -14,6 +14,7 @@ A local landing zone gets the same rules, with an atomic rename.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import logging
 import os
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
 DEFAULT_PART_SIZE = 16 * MIB
-ENTITY_BY_SUFFIX = {".json": "events", ".csv": "customers"}
 
 
 class LandingError(RuntimeError):
@@ -91,16 +91,21 @@ def check_landing_name(name: str) -> None:
 
 
 def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
-    """The landing folder a file goes to: given, or by suffix (.json events, .csv customers)."""
-    name = entity or ENTITY_BY_SUFFIX.get(path.suffix.lower())
-    if name is None:
-        known = ", ".join(f"{s} -> {e}" for s, e in ENTITY_BY_SUFFIX.items())
-        raise LandingError(
-            f"{path}: cannot tell which source it belongs to ({known}); use --entity")
-    if name not in settings.sources:
-        known = ", ".join(settings.sources)
-        raise LandingError(f"{path}: unknown source {name!r} (known: {known})")
-    return settings.sources[name]
+    """The landing folder a file goes to: its declared source's, named (``--entity``) or, when
+    exactly one file source's glob matches the file's name, that one's."""
+    sources = settings.file_sources()
+    if entity is not None:
+        if entity not in sources:
+            raise LandingError(f"{path}: unknown source {entity!r} (file sources: "
+                               f"{', '.join(sources)})")
+        return settings.source_folder(sources[entity])
+    matching = [s for s in sources.values() if fnmatch.fnmatch(path.name, s.file_glob)]
+    if len(matching) != 1:
+        described = ", ".join(f"{s.name} ({s.file_glob})" for s in sources.values())
+        found = "no" if not matching else "more than one"
+        raise LandingError(f"{path}: {found} source reads a file of this name ({described}); "
+                           "name the source with --entity")
+    return settings.source_folder(matching[0])
 
 
 def land_files(settings: Settings, files: list[Path], entity: str | None = None,

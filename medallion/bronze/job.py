@@ -20,7 +20,7 @@ from medallion.sinks.delta import (
     table_version,
     with_trigger,
 )
-from medallion.sources.files import glob_of, read_landing
+from medallion.sources.files import read_landing
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun, failing_as
 from medallion.tables import TableSpec
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def landing_folder(settings: Settings, source: SourceSpec) -> str:
     """The folder a file source reads: ``<landing>/<path>``; the engine setting
     ``sources.<name>`` (conf/<env>.yaml) moves it."""
-    return settings.landing_path(settings.sources.get(source.name) or source.path or source.name)
+    return settings.landing_path(settings.source_folder(source))
 
 
 def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
@@ -44,12 +44,13 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
     spec = bronze_spec(pipeline, source)
     path, folder = spec.path(settings), landing_folder(settings, source)
     if skippable(spark, trigger, path, spec.checkpoint(settings),
-                 FolderInput(folder, glob_of(source))):
+                 FolderInput(folder, source.file_glob)):
         return RunningQuery(spec.key, None, idle=True)  # every landed file is in bronze already
-    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     if not path_exists(spark, folder):
+        # Nothing landed yet: no table is made for it (nor, downstream, from it).
         log.warning("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
         return RunningQuery(spec.key, None, note=f"no landing folder {folder}")
+    ensure_table(spark, spec, path, settings.table_doc(spec.key))
     checkpoint = spec.checkpoint(settings)
     guard_checkpoint(spark, path, checkpoint, spec.key)
     stream = read_landing(spark, source, folder, settings.streaming.max_files_per_trigger

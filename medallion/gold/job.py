@@ -26,7 +26,7 @@ from medallion.gold.compile import (
     compile_join,
     latest_per_key,
 )
-from medallion.idle import DeltaInput, skippable
+from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
@@ -136,6 +136,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     """Start the query of one gold table (its inputs' tables exist: :func:`start_gold` makes sure)."""
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
+    if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
+        return RunningQuery(spec.key, None, idle=True)  # an input has never been written
     if skippable(spark, trigger, path, checkpoint, inputs):
         return RunningQuery(spec.key, None, idle=True)  # nothing in its input it has not seen
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
@@ -171,11 +173,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start bringing every declared gold table up to date with what is new in its input."""
     flows = gold_flows(settings)
-    inputs = {table.key: table for flow in flows for table in flow.inputs}
-    for table in (*inputs.values(), QUALITY_RESULTS):
-        with failing_as(table.key):
-            ensure_table(spark, table, table.path(settings),
-                         settings.table_doc(table.key))
+    with failing_as(QUALITY_RESULTS.key):
+        ensure_table(spark, QUALITY_RESULTS, QUALITY_RESULTS.path(settings))
     started = []
     for gold in flows:
         with failing_as(gold.spec.key):

@@ -57,6 +57,10 @@ class SourceFormat(str, Enum):
     KAFKA = "kafka"  # records of Kafka topics
 
 
+DEFAULT_GLOBS = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
+                 SourceFormat.PARQUET: "*.parquet"}
+
+
 class ParseMode(str, Enum):
     """How a silver table reads the raw record of its input."""
 
@@ -248,6 +252,11 @@ class SourceSpec:
     def bronze_key(self) -> str:
         """``bronze/<table>``."""
         return f"{Layer.BRONZE.value}/{self.bronze.table}"
+
+    @property
+    def file_glob(self) -> str:
+        """Which files of its folder a file source reads: declared, else by format."""
+        return self.glob or DEFAULT_GLOBS.get(self.format, "*")
 
     def bronze_fields(self) -> tuple[Field, ...]:
         """The bronze table's columns, derived from the format."""

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger
-from medallion.idle import DeltaInput, skippable
+from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.pipeline.model import DedupScope, DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
 from medallion.silver.compile import SilverTransforms, compile_silver, latest_rows
@@ -191,6 +191,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
                flow: SilverFlow) -> RunningQuery:
     """Start the query of one silver table."""
     table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
+    if newest_table_version(spark, flow.input.path(settings)) < 0:
+        return RunningQuery(table.key, None, idle=True)  # its source has landed nothing yet
     if skippable(spark, trigger, table.path(settings), checkpoint,
                  DeltaInput(flow.input.path(settings))):
         return RunningQuery(table.key, None, idle=True)  # nothing in bronze it has not seen

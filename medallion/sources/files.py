@@ -13,19 +13,11 @@ from pyspark.sql import functions as F
 
 from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
 
-DEFAULT_GLOBS = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
-                 SourceFormat.PARQUET: "*.parquet"}
-
-
-def glob_of(source: SourceSpec) -> str:
-    """Which files of its folder a source reads: declared, else by format."""
-    return source.glob or DEFAULT_GLOBS[source.format]
-
 
 def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
                  max_files_per_trigger: int) -> DataFrame:
     """The records of the source's files in ``folder`` not read yet by the query, with their file."""
-    reader = (spark.readStream.option("pathGlobFilter", glob_of(source))
+    reader = (spark.readStream.option("pathGlobFilter", source.file_glob)
               .option("maxFilesPerTrigger", max_files_per_trigger)
               .options(**source.options))
     if source.format is SourceFormat.JSON_LINES:

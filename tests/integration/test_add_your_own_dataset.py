@@ -122,6 +122,15 @@ def expected_sessions(lines: list[dict], watermark: timedelta) -> set[tuple]:
     return sessions
 
 
+def test_the_shipped_orders_pipeline_is_the_walkthrough() -> None:
+    """``conf/pipelines/orders.yaml`` and ``samples/landing/`` (what ``make run`` lands) are the
+    walkthrough's files, so the tested walkthrough is the second pipeline ``make run`` runs."""
+    files, _ = walkthrough()
+    for path, body in files.items():
+        shipped = REPO / path if path.startswith("conf/") else REPO / "samples" / "landing" / path
+        assert shipped.read_text() == body, path
+
+
 # --- the run --------------------------------------------------------------------------------
 
 def _table(lakehouse: Path, key: str) -> list[dict]:

@@ -7,10 +7,15 @@ import pytest
 from medallion.backfill import BackfillError, plan_backfill
 from medallion.config import Settings
 
-SILVER = {"silver/events", "silver/events_quarantine", "monitoring/silver_batches"}
+METRICS = {"monitoring/silver_batches"}  # shared by every silver table
+SILVER = {"silver/events", "silver/events_quarantine"}
 GOLD = {"gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
         "gold/segment_revenue_1h", "gold/purchase_attribution"}
 GOLD_QUARANTINES = {f"{key}_quarantine" for key in GOLD}
+# The second shipped pipeline, conf/pipelines/orders.yaml
+ORDERS_SILVER = {"silver/order_lines", "silver/order_lines_quarantine"}
+ORDERS_GOLD = {"gold/category_revenue_1h", "gold/store_sessions",
+               "gold/category_revenue_1h_quarantine", "gold/store_sessions_quarantine"}
 
 
 def keys(plan: object) -> set[str]:
@@ -20,8 +25,9 @@ def keys(plan: object) -> set[str]:
 def test_refreshing_silver_metrics_reruns_silver_then_gold(settings: Settings) -> None:
     plan = plan_backfill(None, settings, "monitoring/silver_batches", None, None,  # type: ignore[arg-type]
                          full_refresh=True)
-    assert keys(plan) == SILVER | GOLD | GOLD_QUARANTINES
+    assert keys(plan) == METRICS | SILVER | GOLD | GOLD_QUARANTINES | ORDERS_SILVER | ORDERS_GOLD
     assert plan.first_layer == "silver"
+    assert plan.metrics_of == ()  # deleted whole
 
 
 def test_refreshing_the_kafka_bronze_table_reruns_everything_downstream(settings: Settings) -> None:
@@ -29,10 +35,20 @@ def test_refreshing_the_kafka_bronze_table_reruns_everything_downstream(settings
                          full_refresh=True)
     assert keys(plan) == {"bronze/events_kafka"} | SILVER | GOLD | GOLD_QUARANTINES
     assert plan.first_layer == "bronze"
+    assert plan.metrics_of == ("silver/events",)  # orders' rows of the shared metrics stay
+
+
+def test_refreshing_a_dimension_reruns_its_pipeline_only(settings: Settings) -> None:
+    plan = plan_backfill(None, settings, "bronze/products", None, None,  # type: ignore[arg-type]
+                         full_refresh=True)
+    assert keys(plan) == {"bronze/products"} | ORDERS_SILVER | ORDERS_GOLD
+    assert plan.metrics_of == ("silver/order_lines",)
+    assert "monitoring/silver_batches: the rows of silver/order_lines" in plan.describe()
 
 
 def test_refreshing_gold_clears_the_gold_quarantines_too(settings: Settings) -> None:
-    assert keys(plan_backfill(None, settings, "gold", None, None, True)) == GOLD | GOLD_QUARANTINES  # type: ignore[arg-type]
+    everything = keys(plan_backfill(None, settings, "gold", None, None, True))  # type: ignore[arg-type]
+    assert everything == GOLD | GOLD_QUARANTINES | ORDERS_GOLD
     one = plan_backfill(None, settings, "gold/user_sessions", None, None, True)  # type: ignore[arg-type]
     assert keys(one) == {"gold/user_sessions", "gold/user_sessions_quarantine"}
     assert one.first_layer == "gold"

@@ -48,4 +48,4 @@ def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
     assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
     out = capsys.readouterr().out
     assert "gold/user_sessions  <- aggregate:user_sessions: aggregate silver/events" in out
-    assert "1 pipeline(s) valid" in out
+    assert "2 pipeline(s) valid" in out

@@ -117,7 +117,7 @@ def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_
     conf = write_conf(tmp_path, BASE, local="", prod="catalog:\n  metastore: in-memory\n")
     (conf / "pipelines" / "events.prod.yaml").write_text("watermark: 30 minutes\n")
     local, prod = (load_settings(env=env, conf_dir=conf) for env in ("local", "prod"))
-    assert [p.name for p in local.pipelines] == ["events"]
+    assert [p.name for p in local.pipelines] == ["events", "orders"]
     assert (local.pipeline("events").watermark, prod.pipeline("events").watermark) == (
         "10 minutes", "30 minutes")
     pipeline, gold = prod.gold_spec("gold.segment_revenue_1h")
@@ -125,7 +125,8 @@ def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_
         "events", "silver/events", ("window_start", "window_end", "segment"))
     assert [g.key for _, g in local.gold_specs()] == [
         "gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
-        "gold/segment_revenue_1h", "gold/purchase_attribution"]
+        "gold/segment_revenue_1h", "gold/purchase_attribution", "gold/category_revenue_1h",
+        "gold/store_sessions"]
     assert local.declared_table("silver/events")[1].column_names[:3] == (
         "event_id", "user_id", "event_type")
     with pytest.raises(KeyError, match="gold/nope.*declared: gold/event_counts_5m"):

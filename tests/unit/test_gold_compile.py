@@ -47,7 +47,7 @@ SILVER_DDL = ("event_id STRING, user_id STRING, event_type STRING, timestamp TIM
 
 @pytest.fixture(scope="module")
 def events() -> PipelineSpec:
-    (spec,) = load_pipelines(REPO / "conf", "local")
+    spec = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
     validate(spec)
     return spec
 

@@ -20,7 +20,7 @@ from tests.conftest import REPO
 
 def compiled(name: str) -> Transform:
     """The transform of ``gold/<name>`` as the engine compiles it from the events declaration."""
-    (events,) = load_pipelines(REPO / "conf", "local")
+    events = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
     validate(events)
     return compile_gold(events, next(g for g in events.gold if g.name == name))
 

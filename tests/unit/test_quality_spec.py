@@ -56,7 +56,7 @@ def test_events_gates_are_its_declared_expectations(tmp_path: Path) -> None:
     gated = {e.table for e in declared_expectations(settings)}
     assert gated == {"silver/events", "gold/event_counts_5m", "gold/user_activity_sliding",
                      "gold/user_sessions", "gold/segment_revenue_1h",
-                     "gold/purchase_attribution"}
+                     "gold/purchase_attribution", "silver/order_lines"}
     # Tables that declare none, and the engine's own tables, have no gate.
     assert settings.expectations_of("bronze/events") == ()
     assert settings.expectations_of("quality/results") == ()

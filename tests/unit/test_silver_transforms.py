@@ -15,7 +15,7 @@ from medallion.pipeline.validate import validate
 from medallion.silver.compile import compile_silver, latest_rows
 from tests.conftest import REPO
 
-(EVENTS,) = load_pipelines(REPO / "conf", "local")
+EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
 validate(EVENTS)
 SILVER = compile_silver(EVENTS, EVENTS.silver[0])
 parse_events = SILVER.parse

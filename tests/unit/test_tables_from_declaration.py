@@ -31,7 +31,7 @@ CONSTANTS = (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS, SILVER_EVENTS
 
 @pytest.fixture(scope="module")
 def events() -> PipelineSpec:
-    (spec,) = load_pipelines(REPO / "conf", "local")
+    spec = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
     validate(spec)
     return spec
 
