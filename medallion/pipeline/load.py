@@ -210,8 +210,12 @@ class _Reader:
         """Refuse keys that are not in ``allowed`` (a typo must not pass silently)."""
         for key in section:
             if key not in allowed:
+                hint = ""
+                if re.fullmatch(r"\s*\d+\)", str(key)):
+                    # `{type: DECIMAL(10,2)}`: YAML's flow mapping split the type at its comma.
+                    hint = "; a type with a comma inside {...} must be quoted: \"DECIMAL(10,2)\""
                 raise self.error(self._join(prefix, key),
-                                 f"unknown key (known keys: {', '.join(sorted(allowed))})")
+                                 f"unknown key (known keys: {', '.join(sorted(allowed))}){hint}")
 
     def mapping(self, section: Mapping[str, Any], key: str, prefix: str,
                 allowed: set[str] | None = None, required: bool = False) -> Mapping[str, Any]:

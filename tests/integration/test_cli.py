@@ -29,10 +29,12 @@ def test_generate_then_run_bronze_prints_a_summary(
 def test_a_failing_table_is_named_and_exits_non_zero(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lake = tmp_path / "lake"
+    lake, events = tmp_path / "lake", tmp_path / "landing" / "events"
+    events.mkdir(parents=True)
+    (events / "e.json").write_text('{"event_id": "e1"}\n')  # bronze has data for silver to read
     (lake / "silver").mkdir(parents=True)
     (lake / "silver" / "events").write_text("not a Delta table, not a folder")
-    status = main(["run", "silver", "--landing", str(tmp_path / "landing"),
+    status = main(["run", "all", "--landing", str(tmp_path / "landing"),
                    "--lakehouse", str(lake)])
     assert status == 1
     err = capsys.readouterr().err

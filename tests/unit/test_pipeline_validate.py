@@ -292,3 +292,16 @@ def test_overlay_without_its_pipeline(tmp_path: Path) -> None:
     with pytest.raises(PipelineError) as caught:
         load_pipelines(tmp_path, "prod")
     _names(caught.value, "<file>", orphan)
+
+
+def test_a_decimal_type_split_by_a_flow_mapping_says_to_quote_it(tmp_path: Path,
+                                                                  events_tree: Tree) -> None:
+    flow = yaml.safe_load("{type: DECIMAL(18,4), required: false}")  # YAML splits at the comma
+    assert "4)" in flow
+
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["columns"]["amount"] = flow
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.columns.amount.4)", _file(tmp_path))
+    assert 'must be quoted: "DECIMAL(10,2)"' in str(error)
