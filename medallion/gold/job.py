@@ -133,7 +133,7 @@ class UpsertWriter:
 
 def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
                gold: GoldFlow) -> RunningQuery:
-    """Start the query of one gold table (its inputs' tables exist: :func:`start_gold` makes sure)."""
+    """Start the query of one gold table; idle while an input has never been written."""
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
     if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
