@@ -24,7 +24,9 @@ def test_small_and_multipart_uploads_are_verified_and_idempotent(
     big = tmp_path / "big.csv"
     big.write_bytes(os.urandom(5 * MIB) + b"tail\n")  # two parts of 5 MiB
 
-    landed = land_files(settings, [small, big], part_size=5 * MIB)
+    # The one source reading *.json takes the first; several read *.csv: the source is named.
+    landed = [*land_files(settings, [small], part_size=5 * MIB),
+              *land_files(settings, [big], entity="customers", part_size=5 * MIB)]
 
     assert [(f.target, f.parts, f.skipped) for f in landed] == [
         (f"s3a://{bucket}/landing/events/burst-1.json", 1, False),
@@ -41,7 +43,8 @@ def test_small_and_multipart_uploads_are_verified_and_idempotent(
     assert landed[1].checksum == base64.b64encode(composite).decode() + "-2"
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
-    again = land_files(settings, [small, big], part_size=5 * MIB)
+    again = [*land_files(settings, [small], part_size=5 * MIB),
+             *land_files(settings, [big], entity="customers", part_size=5 * MIB)]
     assert [f.skipped for f in again] == [True, True]
 
     small.write_text('{"event_id":"other"}\n', encoding="utf-8")
@@ -57,7 +60,7 @@ def test_land_command(s3_settings_factory: S3SettingsFactory, tmp_path: Path,
     data = tmp_path / "c.txt"
     data.write_text("customer_id,customer_name,segment\n", encoding="utf-8")
     assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), str(data)]) == 1
-    assert "cannot tell which source" in capsys.readouterr().err
+    assert "no source reads a file of this name" in capsys.readouterr().err
     assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), "--entity", "customers",
                  str(data)]) == 0
     assert f"s3a://{bucket}/landing/customers/c.txt" in capsys.readouterr().out

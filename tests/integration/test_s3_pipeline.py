@@ -36,7 +36,8 @@ def test_pipeline_on_s3_matches_the_local_run(
     spark = build_session(settings, register_tables=False)
     assert spark is s3_spark  # one session: the factory re-pointed it at this lakehouse
 
-    land_files(settings, files)
+    land_files(settings, [f for f in files if f.suffix == ".json"])  # events: the one *.json source
+    land_files(settings, [f for f in files if f.suffix != ".json"], entity="customers")
     runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
 
     assert {run.table for run in runs} >= {BRONZE_EVENTS.key, SILVER_EVENTS.key}
