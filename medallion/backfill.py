@@ -321,6 +321,9 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
     assert plan.start is not None and plan.end is not None
     written = {}
     for gold in (g for g in gold_flows(settings) if g.spec in plan.rewrites):
+        if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
+            log.info("%s: an input was never written; nothing to recompute", gold.spec.key)
+            continue  # as a run leaves it: not created until its input has data
         path = gold.spec.path(settings)
         ensure_table(spark, gold.spec, path)
         column = _start_column(gold)
