@@ -53,7 +53,8 @@ def test_server_stopped_mid_run_then_restarted(
     files, expected = local_reference
     settings = s3_settings_factory()
     spark = build_session(settings, register_tables=False)
-    land_files(settings, files)
+    land_files(settings, [f for f in files if f.suffix == ".json"])  # events: the one *.json source
+    land_files(settings, [f for f in files if f.suffix != ".json"], entity="customers")
     lakehouse = parse_s3(settings.paths.lakehouse)
     lakehouse_dir = s3_server.data_dir / lakehouse.bucket / lakehouse.prefix
     first_bronze_commit = lakehouse_dir / "bronze" / "events" / "_delta_log" / f"{1:020d}.json"
