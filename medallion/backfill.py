@@ -99,7 +99,7 @@ def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
     silver table is (or when they are the target); otherwise only the rebuilt tables' rows go
     (:attr:`Plan.metrics_of`)."""
     flows = _writes(settings)
-    silver_tables = {written[0].key for _, written in flows if SILVER_BATCH_METRICS in written}
+    silver_tables = _silver_tables(settings)
     tables = {spec.key: spec for _, written in flows for spec in written}
     for pipeline in settings.pipelines:
         for source in pipeline.sources:
@@ -205,8 +205,9 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
             raise BackfillError(f"{target}: a full refresh is for the pipelines' tables "
                                 f"({', '.join(feeds)})")
         rewrites = (spec, *feeds[spec.key])
+        silver_tables = _silver_tables(settings)
         metrics_of = () if SILVER_BATCH_METRICS in rewrites else tuple(
-            s.key for s in rewrites if s.key in _silver_tables(settings))
+            s.key for s in rewrites if s.key in silver_tables)
         return Plan(target, None, None, True, rewrites, metrics_of=metrics_of)
     if start is None or end is None:
         raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
