@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
                          default=datetime.now(timezone.utc).strftime("burst-%Y%m%dT%H%M%S"))
     produce.add_argument("--start", default="2025-01-27T10:00:00Z",
                          help="event time of the first event")
-    produce.add_argument("--topic", help="topic (default: the first of kafka.topics)")
+    produce.add_argument("--topic", help="topic (default: the first topic of the declared Kafka source)")
     produce.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
     produce.add_argument("--no-customers", action="store_true",
                          help="do not write the customers CSV to the landing zone")
@@ -226,7 +226,11 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
     spec = GenerateSpec(events=args.events, users=args.users, seed=args.seed, burst=args.burst,
                         start=start)
-    topic = args.topic or settings.kafka.topics[0]
+    declared = settings.kafka_sources()
+    if not args.topic and not declared:
+        print("no pipeline declares a Kafka source: name the topic with --topic", file=sys.stderr)
+        return 2
+    topic = args.topic or declared[0].topics[0]
     sent = produce_events(settings.kafka, topic, spec)
     print(f"published {sent} events to topic {topic} at {settings.kafka.bootstrap_servers}")
     if not args.no_customers:

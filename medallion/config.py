@@ -251,7 +251,6 @@ class KafkaSettings:
     """The Kafka source of bronze and the Kafka sink of published tables."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
-    topics: tuple[str, ...] = ("medallion.events",)
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
@@ -416,10 +415,17 @@ class Settings:
         active = {s.bronze_key for s in self.active_sources(pipeline)}
         return next((key for key in alternatives if key in active), table)
 
+    def kafka_sources(self) -> tuple[SourceSpec, ...]:
+        """Every declared Kafka source of every pipeline, the ones that run first."""
+        declared = [s for p in self.pipelines for s in p.sources if s.format.value == "kafka"]
+        active = {id(s) for p in self.pipelines for s in self.active_sources(p)}
+        return tuple(sorted(declared, key=lambda s: id(s) not in active))
+
     @property
     def uses_kafka(self) -> bool:
         """Whether a job reads or writes Kafka (the session then needs the Kafka connector)."""
-        return self.events_kind is EventsKind.KAFKA or bool(self.kafka.publish)
+        reads = any(s.format.value == "kafka" for p in self.pipelines for s in self.active_sources(p))
+        return reads or self.events_kind is EventsKind.KAFKA or bool(self.kafka.publish)
 
     def table_path(self, layer: str, table: str) -> str:
         """Path of a Delta table: ``<lakehouse>/<layer>/<table>``."""
@@ -665,13 +671,13 @@ def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
     if not _BOOTSTRAP.match(bootstrap):
         raise ConfigError("kafka.bootstrap_servers", source.of("kafka.bootstrap_servers"),
                           f"{bootstrap!r} is not a list of host:port")
-    topics = section.get("topics", ["medallion.events"])
-    if isinstance(topics, str):
-        topics = [topics]
-    if not isinstance(topics, list) or not topics or not all(
-            isinstance(t, str) and _TOPIC.match(t) for t in topics):
+    if "topics" in section:
+        # Known, so that a configuration written before the declarations is told where the topics
+        # went rather than having them silently ignored.
         raise ConfigError("kafka.topics", source.of("kafka.topics"),
-                          f"must be a non-empty list of topic names, got {topics!r}")
+                          "the topics are declared by the Kafka source that reads them now: set "
+                          "`topics` of that source in pipelines/<name>.yaml (or in its "
+                          "<name>.<env>.yaml overlay) and remove this key")
     starting = reader.string(section, "kafka.starting_offsets", "earliest")
     if starting not in ("earliest", "latest"):
         try:
@@ -704,7 +710,6 @@ def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
                               "kafka.security (secrets as environment variable names)")
     return KafkaSettings(
         bootstrap_servers=bootstrap,
-        topics=tuple(topics),
         starting_offsets=starting,
         max_offsets_per_trigger=max_offsets,
         fail_on_data_loss=fail_on_data_loss,

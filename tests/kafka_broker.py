@@ -8,14 +8,26 @@ import os
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from medallion.config import Settings
+from medallion.pipeline.model import SourceFormat
+
 REPO = Path(__file__).resolve().parent.parent
 BROKER_SH = REPO / "infra" / "kafka" / "broker.sh"
+
+
+def with_kafka_topics(settings: Settings, *topics: str) -> Settings:
+    """``settings`` with every declared Kafka source subscribed to ``topics`` instead."""
+    def retopic(pipeline):  # type: ignore[no-untyped-def]
+        sources = tuple(replace(s, topics=topics) if s.format is SourceFormat.KAFKA else s
+                        for s in pipeline.sources)
+        return replace(pipeline, sources=sources)
+    return replace(settings, pipelines=tuple(retopic(p) for p in settings.pipelines))
 
 
 def free_port() -> int:

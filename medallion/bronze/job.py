@@ -94,7 +94,7 @@ def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger
     path, checkpoint = spec.path(settings), spec.checkpoint(settings)
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     guard_checkpoint(spark, path, checkpoint, spec.key)
-    stream = read_kafka_stream(spark, settings.kafka).transform(shape_bronze_kafka(source))
+    stream = read_kafka_stream(spark, settings.kafka, source.topics).transform(shape_bronze_kafka(source))
     writer = (
         stream.writeStream.format("delta")
         .outputMode("append")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -64,8 +65,9 @@ def kafka_client_options(kafka: KafkaSettings) -> dict[str, str]:
     return options
 
 
-def read_kafka_stream(spark: SparkSession, kafka: KafkaSettings) -> DataFrame:
-    """Records of the configured topics since the reading query's checkpoint.
+def read_kafka_stream(spark: SparkSession, kafka: KafkaSettings,
+                      topics: Sequence[str]) -> DataFrame:
+    """Records of ``topics`` (a source's declared ones) since the reading query's checkpoint.
 
     Columns are the connector's: ``key, value`` (binary), ``topic, partition, offset,
     timestamp, timestampType``. ``startingOffsets`` applies to a query's first run only; after
@@ -74,7 +76,7 @@ def read_kafka_stream(spark: SparkSession, kafka: KafkaSettings) -> DataFrame:
     reader = (
         spark.readStream.format("kafka")
         .options(**kafka_client_options(kafka))
-        .option("subscribe", ",".join(kafka.topics))
+        .option("subscribe", ",".join(topics))
         .option("startingOffsets", kafka.starting_offsets)
         .option("failOnDataLoss", str(kafka.fail_on_data_loss).lower())
     )
@@ -82,7 +84,7 @@ def read_kafka_stream(spark: SparkSession, kafka: KafkaSettings) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", kafka.max_offsets_per_trigger)
     if kafka.poll_timeout_ms is not None:
         reader = reader.option("kafkaConsumer.pollTimeoutMs", kafka.poll_timeout_ms)
-    log.info("reading topics %s from %s", ",".join(kafka.topics), kafka.bootstrap_servers)
+    log.info("reading topics %s from %s", ",".join(topics), kafka.bootstrap_servers)
     return reader.load()
 
 

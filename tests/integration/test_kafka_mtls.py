@@ -125,13 +125,15 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
 def _settings(root: Path, secured: SecuredBroker, **security: str) -> Settings:
     overlay = {
         "sources": {"events_kind": "kafka"},
-        "kafka": {"bootstrap_servers": secured.broker.bootstrap, "topics": [TOPIC],
+        "kafka": {"bootstrap_servers": secured.broker.bootstrap,
                   "security": {"protocol": "SSL",
                                "truststore_location": str(secured.pki.truststore),
                                "truststore_type": "PKCS12",
                                "truststore_password_env": STORE_PASSWORD_ENV, **security}},
     }
     conf = write_overlay(root / "conf", "mtls", overlay)
+    (conf / "pipelines" / "events.mtls.yaml").write_text(
+        f"sources:\n  events_kafka:\n    topics: [{TOPIC}]\n", encoding="utf-8")
     return load_settings(env="mtls", conf_dir=conf, landing=str(root / "landing"),
                          lakehouse=str(root / "lakehouse"))
 

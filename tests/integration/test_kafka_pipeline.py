@@ -21,7 +21,7 @@ from medallion.produce import send_lines
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from tests.conftest import make_settings
-from tests.kafka_broker import Broker
+from tests.kafka_broker import Broker, with_kafka_topics
 
 LINES = [
     '{"event_id":"e1","user_id":"u1","event_type":"view","timestamp":"2025-01-27T10:00:00Z"}',
@@ -104,7 +104,7 @@ def expected_segment_revenue(events: dict[str, dict]) -> set[tuple[str, str, int
 
 def kafka_settings(root: Path, broker: Broker, topic: str, **kafka: object) -> Settings:
     settings = make_settings(root, events_kind="kafka", kafka_bootstrap=broker.bootstrap)
-    return replace(settings, kafka=replace(settings.kafka, topics=(topic,), **kafka))
+    return with_kafka_topics(replace(settings, kafka=replace(settings.kafka, **kafka)), topic)
 
 
 def _run(spark: SparkSession, settings: Settings) -> dict[str, TableRun]:

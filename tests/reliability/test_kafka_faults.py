@@ -19,7 +19,7 @@ from medallion.runner import Layer, run_pipeline
 from medallion.streaming import JobError
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
-from tests.kafka_broker import Broker
+from tests.kafka_broker import Broker, with_kafka_topics
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +34,14 @@ def _conf_dir(root: Path, broker: Broker, topic: str, **kafka: object) -> Path:
     conf = root / "conf"
     copy_base_conf(conf)
     lines = ["spark:", "  master: local[1]", "sources:", "  events_kind: kafka", "kafka:",
-             f"  bootstrap_servers: {broker.bootstrap}", f"  topics: [{topic}]"]
+             f"  bootstrap_servers: {broker.bootstrap}"]
     lines += [f"  {key}: {value}" for key, value in kafka.items() if key != "client_options"]
     if "client_options" in kafka:
         lines.append("  client_options:")
         lines += [f"    {k}: {v}" for k, v in kafka["client_options"].items()]  # type: ignore[attr-defined]
     (conf / "local.yaml").write_text("\n".join(lines) + "\n")
+    (conf / "pipelines" / "events.local.yaml").write_text(
+        f"sources:\n  events_kafka:\n    topics: [{topic}]\n")
     return conf
 
 
@@ -140,7 +142,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
     topic = "rel.aged"
     kafka_broker.create_topic(topic, 1)
     settings = make_settings(tmp_path, events_kind="kafka", kafka_bootstrap=kafka_broker.bootstrap)
-    settings = replace(settings, kafka=replace(settings.kafka, topics=(topic,)))
+    settings = with_kafka_topics(settings, topic)
     first, second = _lines("a", 5), _lines("b", 5)
     send_lines(settings.kafka, topic, first)
     run_pipeline(spark, settings, Layer.BRONZE, settings.streaming.trigger)

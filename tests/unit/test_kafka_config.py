@@ -36,11 +36,11 @@ def test_defaults_read_files_and_leave_the_kafka_connector_out(tmp_path: Path) -
 
 
 def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None:
-    settings = _load(tmp_path, "kafka:\n  topics: [a, b]\n  max_offsets_per_trigger: 50\n",
+    settings = _load(tmp_path, "kafka:\n  max_offsets_per_trigger: 50\n",
                      events_kind="kafka", kafka_bootstrap="127.0.0.1:1234")
     assert settings.uses_kafka
     assert kafka_packages(settings) == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",)
-    assert settings.kafka.topics == ("a", "b")
+    assert [s.topics for s in settings.kafka_sources()] == [("medallion.events",)]
     assert settings.kafka.max_offsets_per_trigger == 50
     assert kafka_client_options(settings.kafka) == {
         "kafka.bootstrap.servers": "127.0.0.1:1234", "kafka.security.protocol": "PLAINTEXT"}
@@ -68,6 +68,23 @@ def test_bad_kafka_configuration_names_key_and_file(tmp_path: Path, overlay: str
         _load(tmp_path, overlay)
     assert error.value.key == key
     assert error.value.source.endswith("local.yaml")
+
+
+def test_the_old_kafka_topics_key_is_refused_with_where_topics_went(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        _load(tmp_path, "kafka:\n  topics: [medallion.events]\n")
+    assert (error.value.key, Path(error.value.source).name) == ("kafka.topics", "local.yaml")
+    assert "`topics` of that source in pipelines/<name>.yaml" in str(error.value)
+
+
+def test_a_pipeline_overlay_sets_the_topics_its_kafka_source_subscribes(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "")
+    (conf / "pipelines" / "events.local.yaml").write_text(
+        "sources:\n  events_kafka:\n    topics: [a, b]\n")
+    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "l"),
+                             lakehouse=str(tmp_path / "h"), events_kind="kafka")
+    assert [s.topics for s in settings.kafka_sources()] == [("a", "b")]
+    assert settings.uses_kafka
 
 
 def test_sasl_secrets_come_from_the_environment(tmp_path: Path,
