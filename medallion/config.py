@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 # A leaf like this module: no other medallion import, so configuration stays loadable alone.
-from medallion.redact import has_credentials, is_secret_key, redact_text
+# The configuration layer: this module and the pipeline declarations (model, loading,
+# validation). It imports nothing of the engine (tables, quality, jobs), which all import it.
+from medallion.durations import parse_duration_seconds
+from medallion.errors import ConfigError
+from medallion.pipeline.load import load_pipelines, pipeline_files
+from medallion.pipeline.validate import validate
+from medallion.redact import has_credentials, is_secret_key
 
 if TYPE_CHECKING:
     from medallion.pipeline.model import (
@@ -35,7 +41,6 @@ if TYPE_CHECKING:
         TableDecl,
         TableDoc,
     )
-    from medallion.quality.spec import QualitySettings
 
 ENV_VAR_ENV = "MEDALLION_ENV"
 ENV_VAR_CONF_DIR = "MEDALLION_CONF_DIR"
@@ -46,19 +51,8 @@ ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
 PIPELINES_FOLDER = "pipelines"  # <conf_dir>/pipelines/<name>.yaml: the declared pipelines
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$")
-_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing or invalid; the message names the key and the file."""
-
-    def __init__(self, key: str, source: str, problem: str) -> None:
-        # Redacted as a last line of defence: a problem quoting a value may quote a URL's password.
-        super().__init__(redact_text(f"invalid configuration: {key} (from {source}): {problem}"))
-        self.key = key
-        self.source = source
+# Catalog schemas of the engine's own tables (run records, quality results): not for views.
+ENGINE_SCHEMAS = ("monitoring", "quality")
 
 
 class TriggerKind(str, Enum):
@@ -320,6 +314,13 @@ class MaintenanceSettings:
 
 
 @dataclass(frozen=True)
+class QualitySettings:
+    """The data-quality gates as a whole: on or off (the expectations are the tables' own)."""
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole configuration of one run."""
 
@@ -328,7 +329,7 @@ class Settings:
     spark: SparkSettings
     streaming: StreamingSettings
     sources: Mapping[str, str]
-    quality: QualitySettings = field(default_factory=lambda: _default_quality())
+    quality: QualitySettings = field(default_factory=lambda: QualitySettings())
     catalog: CatalogSettings = CatalogSettings()
     thrift: ThriftSettings = ThriftSettings()
     events_kind: EventsKind = EventsKind.FILES
@@ -453,23 +454,9 @@ class Settings:
         return f"{self.paths.lakehouse}/_catalog"
 
 
-def _default_quality() -> QualitySettings:
-    from medallion.quality.spec import QualitySettings
-
-    return QualitySettings()
-
-
 def _show(key: str, value: Any) -> str:
     """``value`` as an error message may quote it: never the value of a secret-like key."""
     return "(a value, not shown: the key names a secret)" if is_secret_key(key) else repr(value)
-
-
-def parse_duration_seconds(text: str, key: str, source: str) -> int:
-    """Seconds in a Spark-style duration such as ``10 minutes``."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise ConfigError(key, source, f"{text!r} is not a duration like '10 minutes'")
-    return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
 def default_conf_dir() -> Path:
@@ -661,7 +648,8 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
-def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
+def _kafka_settings(reader: _Reader, source: _Source,
+                    tables: Mapping[str, TableDecl]) -> KafkaSettings:
     """The ``kafka`` section; secrets only as names of environment variables, which must be set."""
     section = reader.section("kafka", {
         "bootstrap_servers", "topics", "starting_offsets", "max_offsets_per_trigger",
@@ -717,7 +705,7 @@ def _kafka_settings(reader: _Reader, source: _Source) -> KafkaSettings:
         client_options={str(k): str(v).lower() if isinstance(v, bool) else str(v)
                         for k, v in client.items()},
         security=_kafka_security(source, section),
-        publish=_kafka_publish(source, section),
+        publish=_kafka_publish(source, section, tables),
         connector_version=_connector_version(source, section),
     )
 
@@ -828,9 +816,8 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
     return KafkaSecurity(protocol=protocol, allow_cleartext_password=allow_cleartext, **values)
 
 
-def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPublish, ...]:
-    from medallion.tables import find_table  # tables imports this module
-
+def _kafka_publish(source: _Source, kafka: Mapping[str, Any],
+                   tables: Mapping[str, TableDecl]) -> tuple[KafkaPublish, ...]:
     entries = kafka.get("publish", []) or []
     if not isinstance(entries, list):
         raise ConfigError("kafka.publish", source.of("kafka.publish"),
@@ -842,11 +829,11 @@ def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPubl
         if not isinstance(entry, Mapping) or set(entry) - {"table", "topic", "key"}:
             raise ConfigError(key, origin, f"must map table, topic and key, got {entry!r}")
         table, topic, columns = entry.get("table"), entry.get("topic"), entry.get("key", []) or []
-        try:
-            spec = find_table(str(table))
-        except KeyError as exc:
-            raise ConfigError(f"{key}.table", origin, str(exc.args[0])) from None
-        if spec.layer not in ("silver", "gold"):
+        spec = tables.get(str(table).replace(".", "/", 1))
+        if spec is None:
+            raise ConfigError(f"{key}.table", origin,
+                              f"no pipeline declares a table {table!r} (declared: {', '.join(tables)})")
+        if spec.layer.value not in ("silver", "gold"):
             raise ConfigError(f"{key}.table", origin, "only silver and gold tables are published")
         if not isinstance(topic, str) or not _TOPIC.match(topic):
             raise ConfigError(f"{key}.topic", origin, f"{topic!r} is not a topic name")
@@ -858,6 +845,27 @@ def _kafka_publish(source: _Source, kafka: Mapping[str, Any]) -> tuple[KafkaPubl
                               f"must list columns of {spec.key}; unknown: {unknown or columns!r}")
         published.append(KafkaPublish(spec.key, topic, tuple(columns)))
     return tuple(published)
+
+
+def parse_quality(tree: Mapping[str, Any], origin: Any) -> QualitySettings:
+    """Read the ``quality`` section of the merged configuration tree.
+
+    ``origin(dotted_key)`` names the file a key came from. ``quality.tables`` is refused by
+    :func:`medallion.config.load_settings` before this runs (expectations moved to the pipelines).
+    """
+    section = tree.get("quality", {}) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError("quality", origin("quality"), "must be a mapping")
+    for key in section:
+        if key != "enabled":
+            raise ConfigError(f"quality.{key}", origin(f"quality.{key}"),
+                              "unknown key (known keys: enabled; expectations are declared with "
+                              "their table in conf/pipelines/<name>.yaml)")
+    enabled = section.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError("quality.enabled", origin("quality.enabled"),
+                          f"must be true or false, got {enabled!r}")
+    return QualitySettings(enabled=enabled)
 
 
 def load_settings(
@@ -981,17 +989,16 @@ def load_settings(
     except ValueError:
         raise ConfigError("sources.events_kind", source.of("sources.events_kind"),
                           f"{kind_text!r} is not one of files, kafka") from None
-    from medallion.quality.spec import parse_quality
-
     pipelines = load_declared_pipelines(directory, env)
     _refuse_moved_to_pipelines(tree, source, pipelines, env)
     quality = parse_quality(tree, source.of)
-    catalog = _catalog_settings(reader, paths, spark)
+    tables = declared_tables(pipelines)
+    catalog = _catalog_settings(reader, paths, spark, tables)
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
                     catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
-                    kafka=_kafka_settings(reader, source), s3=_read_s3(reader, source),
-                    state_store=_state_store(reader), maintenance=_maintenance(reader),
+                    kafka=_kafka_settings(reader, source, tables), s3=_read_s3(reader, source),
+                    state_store=_state_store(reader), maintenance=_maintenance(reader, tables),
                     pipelines=pipelines)
 
 
@@ -1031,6 +1038,11 @@ def _refuse_moved_to_pipelines(tree: Mapping[str, Any], source: _Source,
                           "Move the entries there and remove this key")
 
 
+def declared_tables(pipelines: tuple[PipelineSpec, ...]) -> dict[str, TableDecl]:
+    """Every table the pipelines declare (quarantines included), by ``layer/name``."""
+    return {decl.key: decl for pipeline in pipelines for decl in pipeline.tables()}
+
+
 def _declaring(pipelines: tuple[PipelineSpec, ...], table: str) -> tuple[str, str] | None:
     """Where ``table`` (``layer/name`` or ``layer.name``) is declared: its key path and file."""
     for pipeline in pipelines:
@@ -1050,9 +1062,6 @@ def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...
     say nothing. Two pipelines may not write one table. Errors name the key and the file
     (:class:`~medallion.pipeline.errors.PipelineError` is a :class:`ConfigError`).
     """
-    # Imported here: the pipeline package imports this module (ConfigError, durations).
-    from medallion.pipeline.load import load_pipelines, pipeline_files
-    from medallion.pipeline.validate import validate
 
     folder = conf_dir / PIPELINES_FOLDER
     if not folder.is_dir():
@@ -1107,9 +1116,8 @@ def _qualified_name(reader: _Reader, key: str, name: Any) -> str:
     return str(name)
 
 
-def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> CatalogSettings:
-    from medallion.tables import known_tables  # tables import config: lazily
-
+def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings,
+                      tables: Mapping[str, TableDecl]) -> CatalogSettings:
     section = reader.section("catalog", {"metastore", "metastore_uris", "tables", "views"})
     metastore = _choice(reader, section, "catalog.metastore", Metastore, Metastore.EMBEDDED)
     uris = _optional_string(reader, section, "catalog.metastore_uris")
@@ -1123,7 +1131,7 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
                           "an external metastore needs thrift:// URIs here, or "
                           f"{' / '.join(_EXTERNAL_METASTORE_CONF)} in spark.conf")
 
-    known = known_tables()
+    known = {decl.qualified_name for decl in tables.values()}
     views_section = reader.section_of(section, "catalog.views")
     views = []
     for name in views_section:
@@ -1131,6 +1139,10 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings) -> Ca
         _qualified_name(reader, key, name)
         if name in known:
             raise ConfigError(key, reader.source.of(key), "a table already has this name")
+        if name.split(".")[0] in ENGINE_SCHEMAS:
+            raise ConfigError(key, reader.source.of(key),
+                              f"the {name.split('.')[0]} schema holds the engine's own tables; "
+                              "name the view in another schema")
         view_section = reader.section_of(views_section, key, {"sql", "comment"}, name)
         sql = reader.string(view_section, f"{key}.sql")
         if not re.match(r"^\s*(SELECT|WITH)\b", sql, re.IGNORECASE):
@@ -1235,9 +1247,7 @@ def _state_store(reader: _Reader) -> StateStoreSettings:
     )
 
 
-def _maintenance(reader: _Reader) -> MaintenanceSettings:
-    from medallion.tables import ALL_TABLES  # tables imports this module at its top
-
+def _maintenance(reader: _Reader, tables: Mapping[str, TableDecl]) -> MaintenanceSettings:
     section = reader.section("maintenance", {"vacuum_retention", "small_file_mb", "zorder"})
     key = "maintenance.vacuum_retention"
     retention = reader.string(section, key, "7 days")
@@ -1249,13 +1259,12 @@ def _maintenance(reader: _Reader) -> MaintenanceSettings:
     if not isinstance(zorder, Mapping):
         raise ConfigError(zorder_key, reader.source.of(zorder_key),
                           "must map a table (layer/name) to a list of columns")
-    tables = {spec.key: spec for spec in ALL_TABLES}
     checked: dict[str, tuple[str, ...]] = {}
     for table, columns in zorder.items():
         where = reader.source.of(f"{zorder_key}.{table}")
         if table not in tables:
             raise ConfigError(f"{zorder_key}.{table}", where,
-                              f"no such table (known: {', '.join(tables)})")
+                              f"no pipeline declares this table (declared: {', '.join(tables)})")
         if not isinstance(columns, list) or not columns or not all(
                 isinstance(c, str) and c in tables[table].column_names for c in columns):
             raise ConfigError(f"{zorder_key}.{table}", where,

@@ -1,6 +1,23 @@
-"""Errors a run reports to its user: each names the table it concerns and the cause."""
+"""Errors reported to the user: bad configuration (naming the key and the file) and failed jobs
+(naming the table and the cause).
+
+A leaf: the configuration layer (:mod:`medallion.config`, :mod:`medallion.pipeline`) and the
+engine import it, and it imports nothing of either.
+"""
 
 from __future__ import annotations
+
+from medallion.redact import redact_text
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid; the message names the key and the file."""
+
+    def __init__(self, key: str, source: str, problem: str) -> None:
+        # Redacted as a last line of defence: a problem quoting a value may quote a URL's password.
+        super().__init__(redact_text(f"invalid configuration: {key} (from {source}): {problem}"))
+        self.key = key
+        self.source = source
 
 
 class JobError(RuntimeError):

@@ -2,7 +2,9 @@
 
 The charts are inline SVG drawn here (no script, no external link), so the page opens anywhere,
 offline: throughput and batch duration per micro-batch, quarantine and duplicate rates per silver
-batch, rows dropped behind the watermark, and the gold windows over time. Collecting the data
+batch, rows dropped behind the watermark, and, for every declared gold table with tumbling or
+sliding windows, its first aggregate per window over time (a series per value of its first
+grouping column). Collecting the data
 (:func:`collect_report_data`, through delta-rs: no Spark) is separate from shaping it
 (:func:`report_data`, pure) and drawing it (:func:`render_report`, pure).
 """
@@ -17,11 +19,40 @@ from pathlib import Path
 from typing import Any
 
 from medallion.config import Settings
-from medallion.tables import GOLD_EVENT_COUNTS_5M, QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
+from medallion.pipeline.model import GoldSpec, WindowKind
+from medallion.tables import QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
 
 Series = Mapping[str, Sequence[tuple[float, float]]]  # name -> [(x, y)]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+MAX_SERIES = len(PALETTE)  # a gold chart shows the groups with the largest totals, this many
+
+
+@dataclass(frozen=True)
+class GoldChart:
+    """What to chart of one windowed gold table: ``value`` per ``window_start``, a series per
+    value of ``series`` (none: one series, the table)."""
+
+    table: str
+    title: str
+    value: str
+    series: str | None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("window_start", self.value, *((self.series,) if self.series else ()))
+
+
+def gold_chart(gold: GoldSpec) -> GoldChart | None:
+    """The chart of a declared gold table: tumbling or sliding windows with an aggregate (a
+    session, a join or a Python step has no window start to put on the axis: none)."""
+    window = gold.window
+    if window is None or window.kind is WindowKind.SESSION or not gold.aggregates:
+        return None
+    value = gold.aggregates[0].name
+    every = f"{window.size} windows" + (f" every {window.slide}" if window.slide else "")
+    return GoldChart(gold.key, f"{gold.key}: {value} per {every}", value,
+                     gold.group_by[0] if gold.group_by else None)
 
 
 @dataclass
@@ -37,8 +68,8 @@ class ReportData:
     # per silver batch, percentages of its rows
     quarantine_rate: list[tuple[float, float]] = field(default_factory=list)
     duplicate_rate: list[tuple[float, float]] = field(default_factory=list)
-    # per event type: [(window start as epoch seconds, events)]
-    gold_windows: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # per gold chart: its title and, per series, [(window start as epoch seconds, value)]
+    gold: list[tuple[str, dict[str, list[tuple[float, float]]]]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
 
 
@@ -47,7 +78,6 @@ Rows = list[dict[str, Any]]
 PROGRESS_COLUMNS = ("query_name", "batch_timestamp", "processed_rows_per_second",
                     "batch_duration_ms", "rows_dropped_by_watermark", "num_input_rows")
 BATCH_COLUMNS = ("recorded_at", "batch_id", "rows_in", "quarantined", "duplicates_removed")
-GOLD_COLUMNS = ("window_start", "event_type", "event_count")
 
 
 def _sort_key(*values: Any) -> tuple:
@@ -56,8 +86,10 @@ def _sort_key(*values: Any) -> tuple:
 
 
 def report_data(lakehouse: str, generated_at: datetime, progress: Rows | None,
-                batches: Rows | None, gold: Rows | None) -> ReportData:
-    """Shape the monitoring and gold rows (None: the table does not exist) into the charts' data."""
+                batches: Rows | None,
+                gold: Sequence[tuple[GoldChart, Rows]] = ()) -> ReportData:
+    """Shape the monitoring rows (None: the table does not exist) and the rows of each gold table
+    that exists into the charts' data."""
     data = ReportData(generated_at, lakehouse)
     if progress is not None:
         rows = sorted((r for r in progress
@@ -77,12 +109,25 @@ def report_data(lakehouse: str, generated_at: datetime, progress: Rows | None,
             rows_in = max(int(row["rows_in"]), 1)
             data.quarantine_rate.append((float(i), 100.0 * row["quarantined"] / rows_in))
             data.duplicate_rate.append((float(i), 100.0 * row["duplicates_removed"] / rows_in))
-    if gold is not None:
-        for row in sorted(gold, key=lambda r: _sort_key(r["window_start"])):
-            start = row["window_start"]
-            data.gold_windows.setdefault(row["event_type"], []).append(
-                (float(int(start.timestamp())), float(row["event_count"])))
+    for chart, rows in gold:
+        data.gold.append(_gold_series(chart, rows))
     return data
+
+
+def _gold_series(chart: GoldChart, rows: Rows) -> tuple[str, dict[str, list[tuple[float, float]]]]:
+    series: dict[str, list[tuple[float, float]]] = {}
+    for row in sorted(rows, key=lambda r: _sort_key(r["window_start"])):
+        if row["window_start"] is None or row[chart.value] is None:
+            continue
+        name = str(row[chart.series]) if chart.series else chart.table
+        series.setdefault(name, []).append(
+            (float(int(row["window_start"].timestamp())), float(row[chart.value])))
+    title = chart.title
+    if len(series) > MAX_SERIES:
+        largest = sorted(series, key=lambda n: -sum(y for _, y in series[n]))[:MAX_SERIES]
+        title += f" (the {MAX_SERIES} {chart.series} of {len(series)} with the largest totals)"
+        series = {name: series[name] for name in sorted(largest)}
+    return title, series
 
 
 def collect_report_data(settings: Settings) -> ReportData:
@@ -95,10 +140,16 @@ def collect_report_data(settings: Settings) -> ReportData:
         table = house.open(spec.path(settings), spec.key)
         return None if table is None else read_rows(table, columns, spec.key)
 
+    gold = []
+    for pipeline, declared in settings.gold_specs():
+        chart = gold_chart(declared)
+        rows = None if chart is None else read(
+            TableSpec.from_decl(pipeline.table(declared.key)), chart.columns)
+        if chart is not None and rows is not None:
+            gold.append((chart, rows))
     return report_data(settings.paths.lakehouse, datetime.now(timezone.utc),
                        read(QUERY_PROGRESS, PROGRESS_COLUMNS),
-                       read(SILVER_BATCH_METRICS, BATCH_COLUMNS),
-                       read(GOLD_EVENT_COUNTS_5M, GOLD_COLUMNS))
+                       read(SILVER_BATCH_METRICS, BATCH_COLUMNS), gold)
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -192,8 +243,8 @@ def render_report(data: ReportData) -> str:
                    "silver micro-batch", "% of rows in"),
         line_chart("Rows dropped behind the watermark", data.dropped, "micro-batch (in order)",
                    "rows"),
-        line_chart("Gold: events per 5-minute window", data.gold_windows, "window start (UTC)",
-                   "events", time_axis=True, width=1098),
+        *(line_chart(title, series, "window start (UTC)", title.split(":")[1].split()[0],
+                     time_axis=True, width=1098) for title, series in data.gold),
     ]
     totals = ", ".join(f"{k}: {v}" for k, v in data.totals.items())
     return "\n".join([

@@ -8,16 +8,15 @@ from decimal import Decimal
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings
-from medallion.tables import (
+from medallion.tables import SILVER_BATCH_METRICS, TableSpec
+from tests.events_tables import (
     BRONZE_EVENTS,
     GOLD_EVENT_COUNTS_5M,
     GOLD_SEGMENT_REVENUE_1H,
     GOLD_USER_ACTIVITY_SLIDING,
     GOLD_USER_SESSIONS,
-    SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
-    TableSpec,
 )
 from tests.reference import Lakehouse
 

@@ -141,7 +141,8 @@ def table_rows(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from medallion.tables import ALL_TABLES, RUN_RECORDS
+    from medallion.tables import RUN_RECORDS
+    from tests.events_tables import ALL_TABLES
 
     varying = ("ingested_at", "recorded_at", "query_id", "run_id", "validated_at", "result_json")
     tables = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medallion.config import ConfigError
+from medallion.errors import ConfigError
 
 
 class PipelineError(ConfigError):

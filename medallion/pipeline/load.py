@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from medallion.config import ConfigError, parse_duration_seconds
+from medallion.durations import parse_duration_seconds
+from medallion.errors import ConfigError
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.model import (
     IDENTIFIER,

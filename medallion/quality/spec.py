@@ -24,11 +24,9 @@ command that runs a job calls before Spark starts. An error names the key and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from medallion.config import ConfigError
+from medallion.errors import ConfigError
 from medallion.pipeline.model import (
     BATCH_LEVEL_TYPES,
     ROW_LEVEL_TYPES,
@@ -41,15 +39,7 @@ if TYPE_CHECKING:
     from medallion.config import Settings
 
 __all__ = ["BATCH_LEVEL_TYPES", "ROW_LEVEL_TYPES", "SUPPORTED_TYPES", "ExpectationSpec",
-           "QualitySettings", "Severity", "build_expectation", "check_expectations",
-           "parse_quality"]
-
-
-@dataclass(frozen=True)
-class QualitySettings:
-    """The data-quality gates as a whole: on or off (the expectations are the tables' own)."""
-
-    enabled: bool = True
+           "Severity", "build_expectation", "check_expectations"]
 
 
 def build_expectation(spec: ExpectationSpec) -> Any:
@@ -81,27 +71,6 @@ def _check_with_gx(spec: ExpectationSpec) -> None:
         raise ConfigError(f"{key}.kwargs", spec.kwargs_source,
                           f"a $PARAMETER of {spec.expectation_type} cannot be evaluated: "
                           f"{problem}") from None
-
-
-def parse_quality(tree: Mapping[str, Any], origin: Any) -> QualitySettings:
-    """Read the ``quality`` section of the merged configuration tree.
-
-    ``origin(dotted_key)`` names the file a key came from. ``quality.tables`` is refused by
-    :func:`medallion.config.load_settings` before this runs (expectations moved to the pipelines).
-    """
-    section = tree.get("quality", {}) or {}
-    if not isinstance(section, Mapping):
-        raise ConfigError("quality", origin("quality"), "must be a mapping")
-    for key in section:
-        if key != "enabled":
-            raise ConfigError(f"quality.{key}", origin(f"quality.{key}"),
-                              "unknown key (known keys: enabled; expectations are declared with "
-                              "their table in conf/pipelines/<name>.yaml)")
-    enabled = section.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError("quality.enabled", origin("quality.enabled"),
-                          f"must be true or false, got {enabled!r}")
-    return QualitySettings(enabled=enabled)
 
 
 def declared_expectations(settings: Settings) -> tuple[ExpectationSpec, ...]:

@@ -22,16 +22,16 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import KafkaPublish, Settings, Trigger
+from medallion.config import KafkaPublish, Settings, Trigger, declared_tables
 from medallion.hadoopfs import path_exists
+from medallion.pipeline.model import OutputMode
 from medallion.sinks.delta import with_trigger
 from medallion.sources.kafka import kafka_client_options
 from medallion.streaming import JobError, RunningQuery
-from medallion.tables import TableSpec, find_table
+from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
 
-APPEND_ONLY = frozenset({"silver/events", "silver/events_quarantine", "gold/user_sessions"})
 _CDF = "delta.enableChangeDataFeed"
 
 
@@ -73,14 +73,16 @@ def _changes(spark: SparkSession, spec: TableSpec, path: str) -> DataFrame:
 def start_publish(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start publishing every table listed in ``kafka.publish`` (none: nothing to start)."""
     queries: list[RunningQuery] = []
+    declared = declared_tables(settings.pipelines)  # load_settings checked every entry's table
     for entry in settings.kafka.publish:
-        spec = find_table(entry.table)
+        decl = declared[entry.table]
+        spec = TableSpec.from_decl(decl)
         path = spec.path(settings)
         name = f"publish:{spec.key}->{entry.topic}"
         if not DeltaTable.isDeltaTable(spark, path):
             queries.append(RunningQuery(name, None, note=f"{spec.key} does not exist yet"))
             continue
-        if spec.key in APPEND_ONLY:
+        if decl.mode is OutputMode.APPEND:  # rows are only ever appended: read them as they come
             rows = spark.readStream.format("delta").load(path)
         else:
             writer_checkpoint = spec.checkpoint(settings)

@@ -44,7 +44,7 @@ from medallion.hadoopfs import delete_path
 from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
 from medallion.streaming import await_all
-from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS
+from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 
 EVENT_SCHEMA = "event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, amount DOUBLE"
 

@@ -34,13 +34,8 @@ from medallion.quality.evaluate import evaluate_batch
 from medallion.quality.spec import build_expectation, check_expectations
 from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
-from medallion.tables import (
-    BRONZE_CUSTOMERS,
-    BRONZE_EVENTS,
-    SILVER_BATCH_METRICS,
-    SILVER_EVENTS,
-    SILVER_QUARANTINE,
-)
+from medallion.tables import SILVER_BATCH_METRICS
+from tests.events_tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 log = logging.getLogger("bench_quality")
 REPO = Path(__file__).resolve().parents[2]

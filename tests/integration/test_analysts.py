@@ -29,8 +29,8 @@ from pyspark.sql import SparkSession
 from medallion import thrift
 from medallion.config import Settings, Trigger
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import GOLD_EVENT_COUNTS_5M
 from tests.conftest import REPO, make_settings
+from tests.events_tables import GOLD_EVENT_COUNTS_5M
 from tests.spark_free import run_without_spark
 
 Row5m = tuple[str, str, str, int, Decimal]
@@ -171,7 +171,7 @@ def test_gold_view_rolls_the_5_minute_counts_up_per_day(
 def test_gold_tables_use_only_table_features_delta_rs_reads(lakehouse: Lakehouse) -> None:
     from deltalake import DeltaTable as RsDeltaTable
 
-    from medallion.tables import ALL_TABLES
+    from tests.events_tables import ALL_TABLES
 
     for spec in ALL_TABLES:
         if spec.layer != "gold":

@@ -17,7 +17,7 @@ from medallion.generate import GenerateSpec, generate_landing
 from medallion.gold.job import gold_flows
 from medallion.idle import DeltaInput, FolderInput, nothing_new, skippable
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS
+from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 
 
 def _versions(settings: Settings) -> dict[str, int]:

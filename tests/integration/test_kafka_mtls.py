@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from medallion.config import ConfigError, Settings, Trigger, load_settings
 from medallion.produce import ProduceError, send_lines
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import BRONZE_EVENTS_KAFKA
+from tests.events_tables import BRONZE_EVENTS_KAFKA
 from tests.kafka_broker import Broker
 from tests.s3_support import write_overlay
 

@@ -13,7 +13,8 @@ from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing, write_atomically
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
-from medallion.tables import ALL_TABLES, RUN_RECORDS
+from medallion.tables import RUN_RECORDS
+from tests.events_tables import ALL_TABLES
 from tests.lakehouse_views import assert_matches_model, snapshot
 from tests.reference import Lakehouse, read_lines, read_segments
 

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import SILVER_EVENTS
+from tests.events_tables import SILVER_EVENTS
 
 TABLE = "gold/purchase_attribution"
 

@@ -22,18 +22,16 @@ from medallion.generate import write_atomically
 from medallion.runner import Layer, run_pipeline
 from medallion.sinks.delta import path_exists, table_version
 from medallion.streaming import JobError
-from medallion.tables import (
+from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, quarantine_of
+from tests.conf_support import REPO_CONF, copy_base_conf
+from tests.conftest import make_settings
+from tests.events_tables import (
     BRONZE_EVENTS,
     GOLD_EVENT_COUNTS_5M,
     GOLD_USER_SESSIONS,
-    QUALITY_RESULTS,
-    SILVER_BATCH_METRICS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
-    quarantine_of,
 )
-from tests.conf_support import REPO_CONF, copy_base_conf
-from tests.conftest import make_settings
 
 NOW = Trigger.parse("available-now")
 

@@ -15,7 +15,7 @@ from medallion.landing import land_files
 from medallion.runner import Layer, run_pipeline
 from medallion.s3 import parse_s3
 from medallion.spark import build_session
-from medallion.tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
+from tests.events_tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
 from tests.s3_support import S3SettingsFactory, table_rows
 from tests.spark_free import run_without_spark
 

@@ -28,9 +28,9 @@ from deltalake import write_deltalake
 
 from medallion import thrift
 from medallion.config import Settings, load_settings
-from medallion.tables import GOLD_EVENT_COUNTS_5M
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
+from tests.events_tables import GOLD_EVENT_COUNTS_5M
 
 BEELINE = Path(pyspark.__file__).parent / "bin" / "beeline"
 PASSWORD_ENV = "MEDALLION_TEST_KEYSTORE_PASSWORD"

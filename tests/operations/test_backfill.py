@@ -17,8 +17,8 @@ from medallion.cli import main
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing, write_atomically
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS
 from tests.conftest import REPO
+from tests.events_tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS
 from tests.lakehouse_views import assert_matches_model, rows, snapshot
 from tests.reference import Lakehouse, read_lines, read_segments
 

@@ -16,8 +16,9 @@ from medallion.generate import GenerateSpec, generate_landing
 from medallion.maintenance import RetentionError, check_retention, maintain
 from medallion.runner import Layer, run_pipeline
 from medallion.status import collect_status
-from medallion.tables import ALL_TABLES, QUERY_PROGRESS, RUN_OUTCOMES, SILVER_QUARANTINE
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from tests.conf_support import copy_base_conf
+from tests.events_tables import ALL_TABLES, SILVER_QUARANTINE
 from tests.reference import Lakehouse, read_lines, read_segments
 
 START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)

@@ -27,7 +27,8 @@ from medallion.generate import GenerateSpec, generate_landing
 from medallion.gold.job import gold_flows
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
-from medallion.tables import GOLD_EVENT_COUNTS_5M, SILVER_BATCH_METRICS
+from medallion.tables import SILVER_BATCH_METRICS
+from tests.events_tables import GOLD_EVENT_COUNTS_5M
 from tests.lakehouse_views import rows, snapshot
 from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at
 

@@ -14,8 +14,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.generate import GenerateSpec, generate_landing
-from medallion.tables import BRONZE_EVENTS
 from tests.conftest import REPO, make_settings
+from tests.events_tables import BRONZE_EVENTS
 
 # What a run without -v may print: medallion's own warnings and errors, the summary table, and the
 # one line the JVM itself writes when it starts with the incubator module Spark 4 asks for.

@@ -18,9 +18,9 @@ from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import SILVER_EVENTS
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
+from tests.events_tables import SILVER_EVENTS
 
 # Where the runs are killed: as soon as the query's checkpoint has planned its second batch
 # (offsets/1 written, commits/1 not yet), and for silver a moment later, while that batch writes.

@@ -9,7 +9,8 @@ from pyspark.sql import SparkSession
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
-from medallion.tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE, TableSpec
+from medallion.tables import TableSpec
+from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 
 def test_a_log_folder_without_a_commit_is_started_over(spark: SparkSession,

@@ -19,7 +19,8 @@ from medallion.runner import Layer, run_pipeline
 from medallion.s3 import parse_s3, s3_client
 from medallion.spark import build_session
 from medallion.streaming import JobError
-from medallion.tables import BRONZE_EVENTS, lakehouse_tables
+from medallion.tables import lakehouse_tables
+from tests.events_tables import BRONZE_EVENTS
 from tests.s3_support import S3SettingsFactory, table_rows
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, Metastore, ThriftAuth, load_settings
-from medallion.tables import GOLD_EVENT_COUNTS_5M, SILVER_QUARANTINE, column_names
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
+from tests.events_tables import GOLD_EVENT_COUNTS_5M, SILVER_QUARANTINE
 
 
 def _conf(tmp_path: Path, local: str) -> Path:
@@ -46,9 +46,9 @@ def test_dev_and_prod_overlays_stay_valid_on_s3() -> None:
 
 
 def test_column_names_are_read_from_the_ddl() -> None:
-    assert column_names(GOLD_EVENT_COUNTS_5M) == [
+    assert GOLD_EVENT_COUNTS_5M.column_names == [
         "window_start", "window_end", "event_type", "event_count", "total_amount"]
-    assert column_names(SILVER_QUARANTINE) == [
+    assert SILVER_QUARANTINE.column_names == [
         "raw", "event_id", "reasons", "source_file", "ingested_at"]
 
 
@@ -84,6 +84,10 @@ catalog:
      "catalog.views.gold.x.sql", "single SELECT"),
     ("catalog: {views: {gold.user_sessions: {sql: SELECT 1}}}\n",
      "catalog.views.gold.user_sessions", "a table already has this name"),
+    ("catalog: {views: {gold.store_sessions: {sql: SELECT 1}}}\n",  # the orders pipeline's
+     "catalog.views.gold.store_sessions", "a table already has this name"),
+    ("catalog: {views: {monitoring.mine: {sql: SELECT 1}}}\n",
+     "catalog.views.monitoring.mine", "engine's own tables"),
     ("thrift: {host: 0.0.0.0}\n", "thrift.host", "loopback only"),
     ("thrift: {host: 10.1.2.3, auth: nosasl}\n", "thrift.host", "loopback only"),
     ("thrift: {host: 10.1.2.3, auth: ldap}\n", "thrift.ldap_url", "required"),

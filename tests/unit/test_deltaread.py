@@ -20,8 +20,9 @@ from medallion.deltaread import DeltaReader, DeltaReadError, delta_location, tab
 from medallion.grid import show_string
 from medallion.quality.summary import summarise
 from medallion.status import collect_status, format_status
-from medallion.tables import GOLD_EVENT_COUNTS_5M, RUN_OUTCOMES
+from medallion.tables import RUN_OUTCOMES
 from tests.conftest import REPO, make_settings
+from tests.events_tables import GOLD_EVENT_COUNTS_5M
 
 T0 = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
 UTC_US = pa.timestamp("us", tz="UTC")

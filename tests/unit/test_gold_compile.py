@@ -31,13 +31,13 @@ from medallion.pipeline.model import (
 )
 from medallion.pipeline.types import parse_type
 from medallion.pipeline.validate import validate
-from medallion.tables import (
+from tests.conftest import REPO
+from tests.events_tables import (
     GOLD_EVENT_COUNTS_5M,
     GOLD_SEGMENT_REVENUE_1H,
     GOLD_USER_ACTIVITY_SLIDING,
     GOLD_USER_SESSIONS,
 )
-from tests.conftest import REPO
 
 FIXTURES = Path(__file__).resolve().parent / "pipeline_fixtures"
 SILVER_DDL = ("event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, "

@@ -87,6 +87,14 @@ def test_a_pipeline_overlay_sets_the_topics_its_kafka_source_subscribes(tmp_path
     assert settings.uses_kafka
 
 
+def test_any_declared_silver_or_gold_table_is_published(tmp_path: Path) -> None:
+    settings = _load(tmp_path, "kafka:\n  publish:\n"
+                     "    - {table: gold.category_revenue_1h, topic: revenue, key: [category]}\n")
+    assert [(p.table, p.topic, p.key) for p in settings.kafka.publish] == [
+        ("gold/category_revenue_1h", "revenue", ("category",))]
+    assert settings.uses_kafka
+
+
 def test_sasl_secrets_come_from_the_environment(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_USER_FOR_TEST", "svc")

@@ -29,6 +29,13 @@ def test_defaults_of_the_new_sections() -> None:
     assert settings.maintenance.zorder["silver/events"] == ("user_id", "timestamp")
 
 
+def test_zorder_takes_any_declared_table(tmp_path: Path) -> None:
+    # silver/order_lines is the orders pipeline's: nothing of the engine knows it by name.
+    settings = load_settings(env="local", conf_dir=conf_dir(
+        tmp_path, "maintenance:\n  zorder:\n    silver/order_lines: [store_id]\n"))
+    assert settings.maintenance.zorder["silver/order_lines"] == ("store_id",)
+
+
 @pytest.mark.parametrize(("overlay", "key"), [
     ("state_store:\n  max_memory_mb: 0\n", "state_store.max_memory_mb"),
     ("state_store:\n  write_buffer_ratio: 1.5\n", "state_store.write_buffer_ratio"),
@@ -37,6 +44,7 @@ def test_defaults_of_the_new_sections() -> None:
     ("maintenance:\n  vacuum_retention: soon\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder.gold/nope"),
     ("maintenance:\n  zorder:\n    silver/events: [nope]\n", "maintenance.zorder.silver/events"),
+    ("maintenance:\n  zorder:\n    monitoring/runs: [table]\n", "maintenance.zorder.monitoring/runs"),
 ])
 def test_bad_values_name_the_key_and_the_file(tmp_path: Path, overlay: str, key: str) -> None:
     with pytest.raises(ConfigError) as error:

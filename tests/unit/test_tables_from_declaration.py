@@ -10,7 +10,9 @@ from medallion.config import Settings
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import PipelineSpec
 from medallion.pipeline.validate import validate
-from medallion.tables import (
+from medallion.tables import TableSpec
+from tests.conftest import REPO
+from tests.events_tables import (
     BRONZE_CUSTOMERS,
     BRONZE_EVENTS,
     BRONZE_EVENTS_KAFKA,
@@ -20,9 +22,7 @@ from medallion.tables import (
     GOLD_USER_SESSIONS,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
-    TableSpec,
 )
-from tests.conftest import REPO
 
 CONSTANTS = (BRONZE_EVENTS, BRONZE_EVENTS_KAFKA, BRONZE_CUSTOMERS, SILVER_EVENTS, SILVER_QUARANTINE,
              GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, GOLD_USER_SESSIONS,
