@@ -213,7 +213,9 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
             written: list[Path] = files
     else:
         written = generate_landing(settings.paths.landing, spec,
-                                   with_customers=not args.no_customers, folders=settings.sources)
+                                   with_customers=not args.no_customers,
+                                   folders={name: settings.source_folder(declared) for name, declared
+                                            in settings.file_sources().items()})
     event_files = sum(1 for path in written if path.suffix == ".json")
     print(f"wrote {args.events} events in {event_files} files under {settings.paths.landing}")
     return 0
@@ -236,7 +238,8 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     if not args.no_customers:
         from pathlib import Path
 
-        path = Path(settings.paths.landing) / settings.sources["customers"] / "customers-sample.csv"
+        folder = settings.source_folder(settings.file_sources()["customers"])
+        path = Path(settings.paths.landing) / folder / "customers-sample.csv"
         write_atomically(path, list(generate_customer_rows(spec)))
         print(f"wrote the customers dimension to {path}")
     return 0

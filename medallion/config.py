@@ -328,7 +328,7 @@ class Settings:
     paths: Paths
     spark: SparkSettings
     streaming: StreamingSettings
-    sources: Mapping[str, str]
+    sources: Mapping[str, str]  # file source name -> landing folder, where not the declared one
     quality: QualitySettings = field(default_factory=lambda: QualitySettings())
     catalog: CatalogSettings = CatalogSettings()
     thrift: ThriftSettings = ThriftSettings()
@@ -977,11 +977,15 @@ def load_settings(
             source.of("streaming.trigger")),
     )
 
-    sources_section = reader.section("sources", {"events", "customers", "events_kind"})
+    pipelines = load_declared_pipelines(directory, env)
+    file_sources = sorted({s.name for p in pipelines for s in p.sources if s.format.value != "kafka"})
+    sources_section = reader.section("sources", {*file_sources, "events_kind"})
+    # sources.<name>: where this environment's landing zone keeps a declared file source's files,
+    # when not at the folder its declaration names.
     sources = {
-        name: _source_folder(f"sources.{name}", reader.string(sources_section, f"sources.{name}",
-                                                               name), source.of(f"sources.{name}"))
-        for name in ("events", "customers")
+        name: _source_folder(f"sources.{name}", reader.string(sources_section, f"sources.{name}"),
+                             source.of(f"sources.{name}"))
+        for name in file_sources if name in sources_section
     }
     kind_text = reader.string(sources_section, "sources.events_kind", "files")
     try:
@@ -989,7 +993,6 @@ def load_settings(
     except ValueError:
         raise ConfigError("sources.events_kind", source.of("sources.events_kind"),
                           f"{kind_text!r} is not one of files, kafka") from None
-    pipelines = load_declared_pipelines(directory, env)
     _refuse_moved_to_pipelines(tree, source, pipelines, env)
     quality = parse_quality(tree, source.of)
     tables = declared_tables(pipelines)

@@ -42,8 +42,20 @@ def test_a_source_folder_must_stay_under_the_landing_zone(tmp_path: Path, folder
 
 
 def test_plain_and_nested_source_folders_are_accepted(tmp_path: Path) -> None:
-    settings = _load(tmp_path, {"sources": {"events": "incoming/events-v2", "customers": "crm.dim"}})
-    assert settings.sources == {"events": "incoming/events-v2", "customers": "crm.dim"}  # type: ignore[attr-defined]
+    settings = _load(tmp_path, {"sources": {"events": "incoming/events-v2", "customers": "crm.dim",
+                                            "stores": "pos/stores"}})
+    assert settings.sources == {"events": "incoming/events-v2", "customers": "crm.dim",  # type: ignore[attr-defined]
+                                "stores": "pos/stores"}
+    declared = settings.file_sources()  # type: ignore[attr-defined]
+    assert settings.source_folder(declared["stores"]) == "pos/stores"  # type: ignore[attr-defined]
+    assert settings.source_folder(declared["orders"]) == "orders"  # type: ignore[attr-defined]
+
+
+def test_a_source_folder_is_set_only_for_a_declared_file_source(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        _load(tmp_path, {"sources": {"invoices": "inv"}})
+    assert error.value.key == "sources.invoices"
+    assert "orders" in str(error.value)  # the message lists the sources one may set
 
 
 @pytest.mark.parametrize(("name", "problem"), [
