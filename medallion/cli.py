@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--events-from", choices=["files", "kafka"],
                      help="bronze events from landing files or Kafka topics (sources.events_kind)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
+    run.add_argument("--pipeline", action="append", metavar="NAME",
+                     help="run only this declared pipeline (repeatable; default: every one)")
     _wait_option(run)
 
     produce = commands.add_parser("produce", parents=[common],
@@ -555,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
+        if getattr(args, "pipeline", None):
+            settings = settings.only(args.pipeline)
         if args.verbose < 2 and settings.spark.log_level in ("WARN", "INFO", "DEBUG", "TRACE", "ALL"):
             # the JVM's warnings are for -vv; a failure is still reported, with its cause
             settings = replace(settings, spark=replace(settings.spark, log_level="ERROR"))

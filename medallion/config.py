@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -415,6 +415,20 @@ class Settings:
             return table
         active = {s.bronze_key for s in self.active_sources(pipeline)}
         return next((key for key in alternatives if key in active), table)
+
+    def only(self, names: Sequence[str]) -> Settings:
+        """These settings narrowed to the pipelines ``names`` (``run --pipeline``): their tables
+        alone are run, registered and published. ConfigError naming the declared ones otherwise."""
+        declared = [p.name for p in self.pipelines]
+        unknown = [name for name in names if name not in declared]
+        if unknown:
+            raise ConfigError("--pipeline", "the command line",
+                              f"no declared pipeline {', '.join(map(repr, unknown))} "
+                              f"(declared: {', '.join(declared)})")
+        kept = tuple(p for p in self.pipelines if p.name in names)
+        tables = declared_tables(kept)
+        publish = tuple(entry for entry in self.kafka.publish if entry.table in tables)
+        return replace(self, pipelines=kept, kafka=replace(self.kafka, publish=publish))
 
     def kafka_sources(self) -> tuple[SourceSpec, ...]:
         """Every declared Kafka source of every pipeline, the ones that run first."""

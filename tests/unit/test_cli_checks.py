@@ -29,6 +29,35 @@ def test_backfill_checks_expectation_arguments_before_spark_starts(
     assert not (tmp_path / "lake").exists()  # refused before anything started
 
 
+def test_run_refuses_an_undeclared_pipeline_before_spark_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["run", "all", "--pipeline", "invoices", "--conf-dir", str(REPO / "conf"),
+                   "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "--pipeline" in err and "'invoices'" in err and "declared: events, orders" in err
+    assert not (tmp_path / "lake").exists()
+
+
+def test_narrowing_to_a_pipeline_keeps_its_tables_and_publish_entries_only(tmp_path: Path) -> None:
+    from medallion.config import load_settings
+    from medallion.tables import lakehouse_tables
+
+    conf = tmp_path / "conf"
+    copy_base_conf(conf)
+    (conf / "local.yaml").write_text(
+        "kafka:\n  publish:\n    - {table: silver/events, topic: a}\n"
+        "    - {table: gold/store_sessions, topic: b}\n", encoding="utf-8")
+    settings = load_settings(env="local", conf_dir=conf, lakehouse=str(tmp_path / "lake"))
+    orders = settings.only(["orders"])
+    assert [p.name for p in orders.pipelines] == ["orders"]
+    assert [(e.table, e.topic) for e in orders.kafka.publish] == [("gold/store_sessions", "b")]
+    layers = {spec.key.split("/")[0] for spec in lakehouse_tables(orders)}
+    names = {spec.key for spec in lakehouse_tables(orders)}
+    assert "silver/order_lines" in names and "silver/events" not in names
+    assert {"bronze", "silver", "gold", "monitoring", "quality"} == layers
+
+
 def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> None:
     conf = tmp_path / "conf"
     copy_base_conf(conf)
