@@ -45,11 +45,12 @@ def spark_scratch(lakehouse: Path) -> Path:
     return lakehouse.parent / f"{lakehouse.name}-spark-scratch"
 
 
-def start_run(conf: Path, landing: Path, lakehouse: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``medallion run all`` in its own process group (the JVM is a child of it)."""
+def start_run(conf: Path, landing: Path, lakehouse: Path, log: Path,
+              *options: str) -> subprocess.Popen[bytes]:
+    """``medallion run all [options]`` in its own process group (the JVM is a child of it)."""
     return subprocess.Popen(
         [sys.executable, "-m", "medallion", "-v", "run", "all", "--conf-dir", str(conf),
-         "--landing", str(landing), "--lakehouse", str(lakehouse)],
+         "--landing", str(landing), "--lakehouse", str(lakehouse), *options],
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
         # Spark's scratch folders (spark-*) in one place per test, to see what kills leave behind
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",

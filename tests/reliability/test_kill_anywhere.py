@@ -48,7 +48,7 @@ def _burst(landing: Path, name: str, seed: int) -> None:
                                            seconds_between_events=3, seed=seed))
 
 
-def _failure(log: Path) -> str:
+def failure(log: Path) -> str:
     """What a failed run said: its medallion and error lines first (the JVM's shutdown noise
     after them can fill a tail), then the end of its log."""
     text = log.read_text(errors="replace")
@@ -79,7 +79,7 @@ def _kill_chain(conf: Path, landing: Path, lakehouse: Path, log_dir: Path, rng: 
         while run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if run.poll() is not None:  # it finished first: later runs are shorter, draw within that
-            assert run.returncode == 0, _failure(log)
+            assert run.returncode == 0, failure(log)
             horizon = time.monotonic() - started
             continue
         os.killpg(run.pid, signal.SIGKILL)
@@ -94,16 +94,17 @@ def _newest_batch(checkpoint: Path) -> int:
         if offsets.is_dir() else -1
 
 
-def _planned_kills(conf: Path, landing: Path, lakehouse: Path, log: Path,
-                   checkpoints: Path) -> list[str]:
+def planned_kills(conf: Path, landing: Path, lakehouse: Path, log: Path, checkpoints: Path,
+                  points: tuple[tuple[str, float], ...] = KILL_POINTS,
+                  *options: str) -> list[str]:
     """Kills at planned points: as soon as a query has planned the second batch of this run (for
     silver a moment later, while that batch writes), in bronze, then silver, then gold; each run
     resumes the previous one's work, so the kills land in the layer they mean to hit."""
     landed = []
-    for table, delay in KILL_POINTS:
+    for table, delay in points:
         checkpoint = checkpoints / table
         second = _newest_batch(checkpoint) + 2
-        run = start_run(conf, landing, lakehouse, log)
+        run = start_run(conf, landing, lakehouse, log, *options)
         assert wait_then_kill(run, checkpoint / "offsets" / str(second), delay), \
             f"the run ended before {table}'s kill point"
         if delay == 0:  # killed between planning the batch and committing it
@@ -112,9 +113,9 @@ def _planned_kills(conf: Path, landing: Path, lakehouse: Path, log: Path,
     return landed
 
 
-def _finish(conf: Path, landing: Path, lakehouse: Path, log: Path) -> None:
-    final = start_run(conf, landing, lakehouse, log)
-    assert final.wait(timeout=1200) == 0, _failure(log)
+def finish(conf: Path, landing: Path, lakehouse: Path, log: Path, *options: str) -> None:
+    final = start_run(conf, landing, lakehouse, log, *options)
+    assert final.wait(timeout=1200) == 0, failure(log)
 
 
 @pytest.mark.slow
@@ -138,7 +139,7 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             run_pipeline(spark, clean, Layer.ALL, Trigger())  # the uninterrupted run of this burst
             horizon = time.monotonic() - started + JVM_START_SECONDS
             if phase == 1 and seed == SEEDS[0]:  # planned points, where the history is
-                landed.update(_planned_kills(conf, landing, crashed_lakehouse,
+                landed.update(planned_kills(conf, landing, crashed_lakehouse,
                                              tmp_path / "planned.log",
                                              Path(crashed.paths.lakehouse) / "_checkpoints"))
                 # each layer's monitoring rows are written when the layer ends: the runs killed
@@ -148,7 +149,7 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
                 assert {"bronze/events", "silver/events"} <= recorded, recorded
             landed.update(_kill_chain(conf, landing, crashed_lakehouse, tmp_path, rng,
                                       KILLS_PER_PHASE, horizon, f"{burst}-seed{seed}"))
-            _finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
+            finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
             expected, actual = snapshot(spark, clean), snapshot(spark, crashed)
             for table in expected:
                 assert actual[table] == expected[table], f"{table} differs after kills ({burst})"
