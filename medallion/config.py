@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-# A leaf like this module: no other medallion import, so configuration stays loadable alone.
 # The configuration layer: this module and the pipeline declarations (model, loading,
 # validation). It imports nothing of the engine (tables, quality, jobs), which all import it.
 from medallion.durations import parse_duration_seconds
@@ -433,8 +432,8 @@ class Settings:
     def kafka_sources(self) -> tuple[SourceSpec, ...]:
         """Every declared Kafka source of every pipeline, the ones that run first."""
         declared = [s for p in self.pipelines for s in p.sources if s.format.value == "kafka"]
-        active = {id(s) for p in self.pipelines for s in self.active_sources(p)}
-        return tuple(sorted(declared, key=lambda s: id(s) not in active))
+        active = [s for p in self.pipelines for s in self.active_sources(p)]
+        return tuple(sorted(declared, key=lambda s: s not in active))
 
     @property
     def uses_kafka(self) -> bool:
@@ -1079,7 +1078,6 @@ def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...
     say nothing. Two pipelines may not write one table. Errors name the key and the file
     (:class:`~medallion.pipeline.errors.PipelineError` is a :class:`ConfigError`).
     """
-
     folder = conf_dir / PIPELINES_FOLDER
     if not folder.is_dir():
         raise ConfigError("<folder>", str(folder),

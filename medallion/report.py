@@ -4,9 +4,9 @@ The charts are inline SVG drawn here (no script, no external link), so the page 
 offline: throughput and batch duration per micro-batch, quarantine and duplicate rates per silver
 batch, rows dropped behind the watermark, and, for every declared gold table with tumbling or
 sliding windows, its first aggregate per window over time (a series per value of its first
-grouping column). Collecting the data
-(:func:`collect_report_data`, through delta-rs: no Spark) is separate from shaping it
-(:func:`report_data`, pure) and drawing it (:func:`render_report`, pure).
+grouping column). Collecting the data (:func:`collect_report_data`, through delta-rs: no Spark)
+is separate from shaping it (:func:`report_data`, pure) and drawing it (:func:`render_report`,
+pure).
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ class ReportData:
     # per silver batch, percentages of its rows
     quarantine_rate: list[tuple[float, float]] = field(default_factory=list)
     duplicate_rate: list[tuple[float, float]] = field(default_factory=list)
-    # per gold chart: its title and, per series, [(window start as epoch seconds, value)]
-    gold: list[tuple[str, dict[str, list[tuple[float, float]]]]] = field(default_factory=list)
+    # per gold chart: its title, the aggregate it shows and, per series,
+    # [(window start as epoch seconds, value)]
+    gold: list[tuple[str, str, dict[str, list[tuple[float, float]]]]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
 
 
@@ -114,7 +115,8 @@ def report_data(lakehouse: str, generated_at: datetime, progress: Rows | None,
     return data
 
 
-def _gold_series(chart: GoldChart, rows: Rows) -> tuple[str, dict[str, list[tuple[float, float]]]]:
+def _gold_series(chart: GoldChart,
+                 rows: Rows) -> tuple[str, str, dict[str, list[tuple[float, float]]]]:
     series: dict[str, list[tuple[float, float]]] = {}
     for row in sorted(rows, key=lambda r: _sort_key(r["window_start"])):
         if row["window_start"] is None or row[chart.value] is None:
@@ -127,7 +129,7 @@ def _gold_series(chart: GoldChart, rows: Rows) -> tuple[str, dict[str, list[tupl
         largest = sorted(series, key=lambda n: -sum(y for _, y in series[n]))[:MAX_SERIES]
         title += f" (the {MAX_SERIES} {chart.series} of {len(series)} with the largest totals)"
         series = {name: series[name] for name in sorted(largest)}
-    return title, series
+    return title, chart.value, series
 
 
 def collect_report_data(settings: Settings) -> ReportData:
@@ -243,8 +245,8 @@ def render_report(data: ReportData) -> str:
                    "silver micro-batch", "% of rows in"),
         line_chart("Rows dropped behind the watermark", data.dropped, "micro-batch (in order)",
                    "rows"),
-        *(line_chart(title, series, "window start (UTC)", title.split(":")[1].split()[0],
-                     time_axis=True, width=1098) for title, series in data.gold),
+        *(line_chart(title, series, "window start (UTC)", value, time_axis=True, width=1098)
+          for title, value, series in data.gold),
     ]
     totals = ", ".join(f"{k}: {v}" for k, v in data.totals.items())
     return "\n".join([

@@ -7,8 +7,8 @@ message key (the configured key columns, e.g. ``event_id``) and, for tables upda
 keep the newest value per key: every message carries the whole row, so applying one twice is
 harmless.
 
-Append-only tables (``silver/events``, ``silver/events_quarantine``, ``gold/user_sessions``) are
-streamed as they grow. Gold tables whose open windows are updated in place are read through
+Append-only tables (what the declarations make them: silver tables, quarantines, gold tables in
+mode append) are streamed as they grow. Gold tables whose open windows are updated in place are read through
 Delta's change data feed (turned on here when first published): their inserts and updated rows
 are published, each the row's new state.
 """
