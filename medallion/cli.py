@@ -260,7 +260,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     # An in-memory catalog ends with this process, where nothing queries it: no registration.
     persistent = settings.catalog.metastore is not Metastore.IN_MEMORY
     spark = build_session(settings, register_tables=persistent)
-    runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger)
+    from medallion.live import live_display
+
+    # On a terminal, a line per table as its batches commit (not beside -v's log lines).
+    runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger,
+                        on_batch=None if args.verbose else live_display())
     if persistent:  # prepared at the session's start: what the run created keeps it prepared
         record_run_creations(spark, settings)
     print(format_summary(runs))

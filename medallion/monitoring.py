@@ -31,6 +31,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from medallion.config import Settings
+from medallion.live import BatchCallback
 from medallion.sinks.delta import append_batch, ensure_table
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 
@@ -92,8 +93,10 @@ class RunOutcome:
 class ProgressCollector(StreamingQueryListener):
     """Buffers every micro-batch's progress on the driver and writes it to ``_monitoring``."""
 
-    def __init__(self, session: SparkSession, settings: Settings, trigger: str = "") -> None:
+    def __init__(self, session: SparkSession, settings: Settings, trigger: str = "",
+                 on_batch: BatchCallback | None = None) -> None:
         self._session = session
+        self._on_batch = on_batch  # e.g. the terminal's live display
         self.settings = settings
         self.trigger = trigger
         self.pipeline_run = str(uuid.uuid4())
@@ -123,6 +126,8 @@ class ProgressCollector(StreamingQueryListener):
         with self._lock:
             self._rows.append(row)
             self._check_backpressure(row)
+        if self._on_batch is not None:
+            self._on_batch(row)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """Idle queries have nothing to report."""
@@ -211,9 +216,11 @@ def _append(spark: SparkSession, settings: Settings, pipeline_run: str, trigger:
         append_batch(frame.coalesce(1), path, f"monitoring-{pipeline_run}", number)
 
 
-def install(spark: SparkSession, settings: Settings, trigger: str = "") -> ProgressCollector:
-    """Register a new collector with the session's streams; remove it with :func:`uninstall`."""
-    collector = ProgressCollector(spark, settings, trigger)
+def install(spark: SparkSession, settings: Settings, trigger: str = "",
+            on_batch: BatchCallback | None = None) -> ProgressCollector:
+    """Register a new collector with the session's streams (``on_batch`` is also given every
+    micro-batch's progress row); remove it with :func:`uninstall`."""
+    collector = ProgressCollector(spark, settings, trigger, on_batch)
     spark.streams.addListener(collector)
     return collector
 

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from medallion.bronze.job import start_bronze
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.job import start_gold
+from medallion.live import BatchCallback
 from medallion.monitoring import ProgressCollector, install, uninstall
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
@@ -50,7 +51,8 @@ def layers_of(layer: Layer) -> list[Layer]:
 
 
 def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
-                 trigger: Trigger, monitor: bool = True) -> list[TableRun]:
+                 trigger: Trigger, monitor: bool = True,
+                 on_batch: BatchCallback | None = None) -> list[TableRun]:
     """Run ``layer`` (or every layer in order) with ``trigger``; return what each table got.
 
     With available-now or once, each layer drains what is there before the next starts, so one
@@ -59,9 +61,10 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
 
     With ``monitor`` every micro-batch's progress and each table's outcome are written to
     ``<lakehouse>/_monitoring`` (after each layer, or every minute for a service), so a run killed
-    in gold still leaves the record of its bronze and silver batches.
+    in gold still leaves the record of its bronze and silver batches. ``on_batch`` (with
+    ``monitor``) is given each micro-batch's progress row as it commits (the live display).
     """
-    collector = install(spark, settings, str(trigger)) if monitor else None
+    collector = install(spark, settings, str(trigger), on_batch) if monitor else None
     try:
         if trigger.kind is TriggerKind.PROCESSING_TIME:
             started: list[RunningQuery] = []
