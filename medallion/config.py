@@ -309,7 +309,8 @@ class MaintenanceSettings:
 
     vacuum_retention_hours: int = DEFAULT_VACUUM_RETENTION_HOURS
     small_file_mb: int = 32  # files smaller than this count as small in the report
-    zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table key -> columns
+    # table key -> columns, from the tables' declarations (`zorder`)
+    zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1023,6 +1024,7 @@ def load_settings(
 _MOVED_TO_PIPELINES = (
     ("quality.tables", "expectations", "{at}.expectations"),
     ("catalog.tables", "comments", "{at}.comment and {at}.column_comments (was columns)"),
+    ("maintenance.zorder", "Z-order columns", "{at}.zorder"),
 )
 
 
@@ -1263,33 +1265,17 @@ def _state_store(reader: _Reader) -> StateStoreSettings:
 
 
 def _maintenance(reader: _Reader, tables: Mapping[str, TableDecl]) -> MaintenanceSettings:
+    # zorder is known so that _refuse_moved_to_pipelines can say where it went (the tables').
     section = reader.section("maintenance", {"vacuum_retention", "small_file_mb", "zorder"})
     key = "maintenance.vacuum_retention"
     retention = reader.string(section, key, "7 days")
     seconds = parse_duration_seconds(retention, key, reader.source.of(key))
     if seconds % 3600:
         raise ConfigError(key, reader.source.of(key), f"{retention!r} is not a whole number of hours")
-    zorder_key = "maintenance.zorder"
-    zorder = section.get("zorder", {}) or {}
-    if not isinstance(zorder, Mapping):
-        raise ConfigError(zorder_key, reader.source.of(zorder_key),
-                          "must map a table (layer/name) to a list of columns")
-    checked: dict[str, tuple[str, ...]] = {}
-    for table, columns in zorder.items():
-        where = reader.source.of(f"{zorder_key}.{table}")
-        if table not in tables:
-            raise ConfigError(f"{zorder_key}.{table}", where,
-                              f"no pipeline declares this table (declared: {', '.join(tables)})")
-        if not isinstance(columns, list) or not columns or not all(
-                isinstance(c, str) and c in tables[table].column_names for c in columns):
-            raise ConfigError(f"{zorder_key}.{table}", where,
-                              f"must be a list of columns of {table} "
-                              f"({', '.join(tables[table].column_names)}), got {columns!r}")
-        checked[table] = tuple(columns)
     return MaintenanceSettings(
         vacuum_retention_hours=seconds // 3600,
         small_file_mb=reader.positive_int(section, "maintenance.small_file_mb", 32),
-        zorder=checked,
+        zorder={key: decl.doc.zorder for key, decl in tables.items() if decl.doc.zorder},
     )
 
 

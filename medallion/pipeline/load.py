@@ -69,7 +69,7 @@ E = TypeVar("E", bound=Enum)
 _TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold"}
 _SOURCE_KEYS = {"format", "path", "glob", "header", "schema", "topics", "options", "alternative_to",
                 "active", "bronze"}
-_DOC_KEYS = {"comment", "column_comments", "expectations"}
+_DOC_KEYS = {"comment", "column_comments", "expectations", "zorder"}
 _BRONZE_KEYS = {"table"} | _DOC_KEYS
 _DIMENSION_KEYS = {"source", "key", "columns", "latest_by", "where", "trim"}
 _SILVER_KEYS = {"input", "parse", "raw_column", "columns", "rules", "dedup", "event_time", "watermark",
@@ -333,7 +333,8 @@ class _Reader:
                 expectations.append(expectation)
         return TableDoc(comment=self.text(section, "comment", "", prefix),
                         column_comments={str(k): str(v).strip() for k, v in comments.items()},
-                        expectations=tuple(expectations))
+                        expectations=tuple(expectations),
+                        zorder=self.names(section, "zorder", prefix, default=()))
 
     def _expectation(self, table: str, name: str, entry: Any, key: str) -> ExpectationSpec | None:
         """One expectation; its type, severity and the shape of its arguments are checked here,

@@ -212,11 +212,13 @@ class ExpectationSpec:
 
 @dataclass(frozen=True)
 class TableDoc:
-    """What a table says about itself: catalog comments and the expectations that gate it."""
+    """What a table says about itself: catalog comments, the expectations that gate it, and the
+    columns ``medallion maintain`` Z-orders its files by (none: compaction only)."""
 
     comment: str = ""
     column_comments: Mapping[str, str] = field(default_factory=dict)
     expectations: tuple[ExpectationSpec, ...] = ()
+    zorder: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

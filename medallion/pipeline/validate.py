@@ -95,7 +95,8 @@ class _Checker:
             raise self.fail(key, f"{step} is not callable (a DataFrame -> DataFrame function)")
 
     def doc(self, key: str, doc: TableDoc, table: TableDecl) -> None:
-        """Column comments and expectation arguments name columns of the table."""
+        """Column comments, Z-order columns and expectation arguments name columns of the table."""
+        self.columns_exist(f"{key}.zorder", doc.zorder, table.column_names, f"the columns of {table.key}")
         for column in doc.column_comments:
             self.columns_exist(f"{key}.column_comments.{column}", [column], table.column_names,
                                f"the comments of {table.key}")

@@ -29,11 +29,32 @@ def test_defaults_of_the_new_sections() -> None:
     assert settings.maintenance.zorder["silver/events"] == ("user_id", "timestamp")
 
 
-def test_zorder_takes_any_declared_table(tmp_path: Path) -> None:
+def test_zorder_is_declared_with_any_table(tmp_path: Path) -> None:
     # silver/order_lines is the orders pipeline's: nothing of the engine knows it by name.
-    settings = load_settings(env="local", conf_dir=conf_dir(
-        tmp_path, "maintenance:\n  zorder:\n    silver/order_lines: [store_id]\n"))
-    assert settings.maintenance.zorder["silver/order_lines"] == ("store_id",)
+    folder = conf_dir(tmp_path, "")
+    (folder / "pipelines" / "orders.local.yaml").write_text(
+        "silver:\n  order_lines:\n    zorder: [store_id, ordered_at]\n")
+    settings = load_settings(env="local", conf_dir=folder)
+    assert settings.maintenance.zorder["silver/order_lines"] == ("store_id", "ordered_at")
+    assert settings.maintenance.zorder["gold/user_activity_sliding"] == ("user_id",)
+
+
+def test_zorder_of_an_unknown_column_names_the_key_and_the_file(tmp_path: Path) -> None:
+    folder = conf_dir(tmp_path, "")
+    overlay = folder / "pipelines" / "orders.local.yaml"
+    overlay.write_text("gold:\n  store_sessions:\n    zorder: [nope]\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=folder)
+    assert error.value.key == "gold.store_sessions.zorder"
+    assert error.value.source == str(overlay)
+
+
+def test_the_former_maintenance_zorder_is_refused_saying_where_it_goes(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf_dir(
+            tmp_path, "maintenance:\n  zorder:\n    silver/events: [user_id]\n"))
+    assert error.value.key == "maintenance.zorder"
+    assert "silver/events -> silver.events.zorder in" in str(error.value)
 
 
 @pytest.mark.parametrize(("overlay", "key"), [
@@ -42,9 +63,7 @@ def test_zorder_takes_any_declared_table(tmp_path: Path) -> None:
     ("state_store:\n  block_cache: 3\n", "state_store.block_cache"),
     ("maintenance:\n  vacuum_retention: 90 minutes\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  vacuum_retention: soon\n", "maintenance.vacuum_retention"),
-    ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder.gold/nope"),
-    ("maintenance:\n  zorder:\n    silver/events: [nope]\n", "maintenance.zorder.silver/events"),
-    ("maintenance:\n  zorder:\n    monitoring/runs: [table]\n", "maintenance.zorder.monitoring/runs"),
+    ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder"),
 ])
 def test_bad_values_name_the_key_and_the_file(tmp_path: Path, overlay: str, key: str) -> None:
     with pytest.raises(ConfigError) as error:
