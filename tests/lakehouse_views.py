@@ -67,7 +67,7 @@ def _set(table: list[tuple]) -> set[tuple]:
 
 def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehouse) -> None:
     """The lakehouse holds what the independent model says one run per burst fed to it gives."""
-    from medallion import tables as t
+    from tests import events_tables as t
 
     bronze = rows(spark, settings, t.BRONZE_EVENTS, "raw")
     assert Counter(r[0] for r in bronze) == Counter(model.bronze_lines)
@@ -83,7 +83,7 @@ def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehou
     assert len(quarantine) == model.quarantined
     assert all(reasons for _, reasons in quarantine), "every quarantined row says why"
 
-    duplicates = sum(r[0] for r in rows(spark, settings, t.SILVER_BATCH_METRICS,
+    duplicates = sum(r[0] for r in rows(spark, settings, SILVER_BATCH_METRICS,
                                         "duplicates_removed"))
     assert duplicates == model.duplicates
     assert len(bronze) == len(silver) + len(quarantine) + duplicates
