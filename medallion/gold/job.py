@@ -100,6 +100,7 @@ class UpsertWriter:
     gate: QualityGate | None = None
     quarantine_path: str | None = None
     latest_by: tuple[str, ...] = ()  # of several rows per key in a batch or the table, the greatest
+    prune_by: str | None = None  # the key whose batch range bounds the MERGE's scan (window start)
     _query_id: str | None = field(default=None, repr=False)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -122,7 +123,8 @@ class UpsertWriter:
                                  app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
             if rows and self.keys:
-                upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by)
+                upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
+                             self.prune_by)
             elif rows:
                 append_batch(to_write, self.path, app_id, batch_id)
         finally:
@@ -161,7 +163,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
-                                latest_by=gold.gold.latest_by)
+                                latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by)
     # A stream-stream join emits each joined row once (Spark allows append only); its MERGE keeps
     # the latest per key. An aggregation MERGEs the windows each batch updated.
     mode = "update" if gold.merge_keys and gold.gold.join is None else "append"

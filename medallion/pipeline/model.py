@@ -539,6 +539,15 @@ class GoldSpec:
         return f"{Layer.GOLD.value}/{self.name}"
 
     @property
+    def prune_by(self) -> str | None:
+        """The MERGE key whose batch range bounds the MERGE's scan of the table: the window's
+        start (mode update over windows); none for joins and Python steps."""
+        if self.mode is not OutputMode.UPDATE or self.window is None or self.join is not None \
+                or self.python is not None:
+            return None
+        return self.window.bounds[0]
+
+    @property
     def merge_keys(self) -> tuple[str, ...]:
         """Columns a MERGE matches on (mode update): window bounds and grouping columns."""
         if self.mode is not OutputMode.UPDATE:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.catalog import documented_schema, register_table, table_comment
@@ -206,15 +207,30 @@ def _greater(columns: Sequence[str]) -> str:
 
 def upsert_batch(
     df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int,
-    latest_by: Sequence[str] = (),
+    latest_by: Sequence[str] = (), prune_by: str | None = None,
 ) -> None:
     """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once.
 
     Keys compare null-safe (``<=>``): a group whose key is null (a declared grouping column with
     no value) is one row, updated in place, not a new row at every update. With ``latest_by`` a
     matched row is replaced only by a greater one (by those columns in order, nulls lowest).
+
+    ``prune_by``, one of the keys (a window's start): the condition also bounds the target's
+    column to the batch's range of it, as literals, so that Delta skips every file of the table
+    outside that range (its min/max statistics) instead of scanning the whole table. A matched row
+    has the batch's value, so the bound changes no match: the MERGE costs what the batch's windows
+    reach, not what the table's history holds.
     """
-    condition = " AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys)
+    condition = F.expr(" AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys))
+    if prune_by is not None:
+        value = F.col(f"`{prune_by}`")
+        low, high, nulls = df.agg(F.min(value), F.max(value),  # type: ignore[misc]
+                                  F.count_if(value.isNull())).first()
+        if low is not None:
+            column = F.col(f"t.`{prune_by}`")
+            within = (column >= F.lit(low)) & (column <= F.lit(high))
+            # A batch row whose value is null matches a target row whose value is null.
+            condition = condition & ((within | column.isNull()) if nulls else within)
     spark = df.sparkSession
     with _transaction(spark, app_id, batch_id):
         (
