@@ -73,6 +73,9 @@ class DedupScope(str, Enum):
 
     TABLE = "table"  # everything the table ever held: a re-delivery is removed however late
     WATERMARK = "watermark"  # only within the event-time watermark (bounded state)
+    # the rows whose event time is on a UTC date the batch's rows are on: a re-delivery (same key,
+    # same event time) is removed however late it comes, at a cost bounded by a day's data
+    EVENT_DATE = "event_date"
 
 
 class WindowKind(str, Enum):

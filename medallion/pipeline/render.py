@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from medallion.pipeline.graph import Flow, FlowKind, PipelineGraph
-from medallion.pipeline.model import Layer, PipelineSpec, TableDecl
+from medallion.pipeline.model import DedupScope, Layer, PipelineSpec, TableDecl
 
 
 def _flow_line(spec: PipelineSpec, flow: Flow) -> str:
@@ -21,10 +21,14 @@ def _flow_line(spec: PipelineSpec, flow: Flow) -> str:
     return f"{flow.kind.value} {', '.join(inputs)}"
 
 
+_SCOPES = {DedupScope.TABLE: "the whole table", DedupScope.WATERMARK: "the watermark",
+           DedupScope.EVENT_DATE: "the batch's event dates"}
+
+
 def _silver_details(spec: PipelineSpec, key: str) -> list[str]:
     silver = next(s for s in spec.silver if s.key == key)
     lines = [f"parse {silver.parse.value}; key {', '.join(silver.dedup.key)} "
-             f"(dedup against the {silver.dedup.scope.value}"
+             f"(dedup against {_SCOPES[silver.dedup.scope]}"
              + (f", first by {', '.join(silver.dedup.order_by)})" if silver.dedup.order_by else ")")]
     if silver.event_time:
         lines.append(f"event time {silver.event_time}, watermark {silver.watermark or spec.watermark}")

@@ -260,8 +260,9 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
         event_type = next(c.type for c in silver.columns if c.name == silver.event_time)
         if not event_type.is_timestamp:
             raise check.fail(f"{key}.event_time", f"{silver.event_time} is {event_type}, not a TIMESTAMP")
-    elif silver.dedup.scope.value == "watermark":
-        raise check.fail(f"{key}.dedup.scope", "deduplication within the watermark needs an event_time")
+    elif silver.dedup.scope.value != "table":
+        raise check.fail(f"{key}.dedup.scope",
+                         f"deduplication scope {silver.dedup.scope.value} needs an event_time")
     names = set(checked)
     for enrichment in silver.enrichments:
         entry = f"{key}.enrich.{enrichment.dimension}"

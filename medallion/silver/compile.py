@@ -65,6 +65,40 @@ def _fault_column(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class BatchTimes:
+    """Where a batch's valid rows lie in event time, for the dedup scopes that bound the lookup.
+
+    ``days``: the UTC days they are on, as ``[start, end)`` ranges, contiguous days merged;
+    ``earliest``: the oldest event time; ``nulls``: some rows have no event time.
+    """
+
+    days: tuple[tuple[datetime, datetime], ...]
+    earliest: datetime | None
+    nulls: bool
+
+
+def batch_times(rows: DataFrame, event_time: str) -> BatchTimes:
+    """The :class:`BatchTimes` of ``rows`` (one small Spark job: a group by date)."""
+    time = F.col(event_time)
+    found = (rows.groupBy(F.date_trunc("day", time).alias("day"))
+             .agg(F.min(time).alias("earliest"))
+             .select("day", (F.col("day") + F.expr("INTERVAL 1 DAY")).alias("end"), "earliest")
+             .orderBy(F.col("day").asc_nulls_first())
+             .collect())
+    days: list[tuple[datetime, datetime]] = []
+    nulls = False
+    for row in found:
+        if row["day"] is None:
+            nulls = True
+        elif days and days[-1][1] == row["day"]:
+            days[-1] = (days[-1][0], row["end"])
+        else:
+            days.append((row["day"], row["end"]))
+    earliest = min((row["earliest"] for row in found if row["day"] is not None), default=None)
+    return BatchTimes(tuple(days), earliest, nulls)
+
+
+@dataclass(frozen=True)
 class SilverTransforms:
     """The steps of one silver table, in the order the job applies them to a micro-batch.
 
@@ -106,17 +140,31 @@ class SilverTransforms:
 
         return transform
 
-    def known_rows(self, table: DataFrame, earliest: datetime | None) -> DataFrame:
-        """What a batch's keys are compared with: the whole table (scope ``table``), or the rows
-        whose event time is at most the watermark before the batch's earliest (``watermark``)."""
-        keys = table.select(*self.key_columns, *(
-            [self.silver.event_time] if self.silver.event_time else []))
-        if self.silver.dedup.scope is DedupScope.WATERMARK and self.silver.event_time:
-            if earliest is None:
-                return keys.limit(0)
+    def known_rows(self, table: DataFrame, reach: BatchTimes | None) -> DataFrame:
+        """What a batch's keys are compared with, by the dedup scope: the whole table (``table``);
+        the rows whose event time is at most the watermark before the batch's earliest
+        (``watermark``); the rows whose event time is on a date of the batch's rows
+        (``event_date``), as literal ranges that let Delta skip every file of other dates."""
+        time = self.silver.event_time
+        keys = table.select(*self.key_columns, *([time] if time else []))
+        scope = self.silver.dedup.scope
+        if scope is DedupScope.TABLE or time is None:
+            return keys.select(*self.key_columns)
+        if reach is None or (reach.earliest is None and not reach.nulls):
+            return keys.limit(0).select(*self.key_columns)
+        if scope is DedupScope.WATERMARK:
+            if reach.earliest is None:
+                return keys.limit(0).select(*self.key_columns)
             lateness = F.expr(f"INTERVAL {self.watermark}")
-            keys = keys.where(F.col(self.silver.event_time) >= F.lit(earliest) - lateness)
-        return keys.select(*self.key_columns)
+            return keys.where(F.col(time) >= F.lit(reach.earliest) - lateness).select(*self.key_columns)
+        within: Column | None = None
+        for start, end in reach.days:
+            day = (F.col(time) >= F.lit(start)) & (F.col(time) < F.lit(end))
+            within = day if within is None else within | day
+        if reach.nulls:
+            within = F.col(time).isNull() if within is None else within | F.col(time).isNull()
+        assert within is not None
+        return keys.where(within).select(*self.key_columns)
 
     def rejected_to_quarantine(self, parsed: DataFrame) -> Transform:
         """Valid rows a quality gate rejected (table columns plus ``reasons``), as quarantine rows.

@@ -20,7 +20,7 @@ from medallion.config import Settings, Trigger
 from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.pipeline.model import DedupScope, DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
-from medallion.silver.compile import SilverTransforms, compile_silver, latest_rows
+from medallion.silver.compile import SilverTransforms, batch_times, compile_silver, latest_rows
 from medallion.sinks.delta import (
     append_batch,
     committed_txn_version,
@@ -103,11 +103,12 @@ class SilverBatchWriter:
     def _new_rows(self, spark: SparkSession, parsed: DataFrame) -> DataFrame:
         """The batch's valid rows that silver does not hold yet, one per key, enriched."""
         flow, compiled, settings = self.flow, self.flow.transforms, self.settings
-        valid = parsed.transform(compiled.valid).transform(compiled.deduplicate)
-        earliest = None
-        if flow.silver.dedup.scope is DedupScope.WATERMARK and flow.silver.event_time:
-            earliest = valid.agg(F.min(flow.silver.event_time)).first()[0]  # type: ignore[index]
-        known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), earliest)
+        checked = parsed.transform(compiled.valid)
+        valid = checked.transform(compiled.deduplicate)
+        reach = None  # where the batch lies in event time, for the scopes that bound the lookup
+        if flow.silver.dedup.scope is not DedupScope.TABLE and flow.silver.event_time:
+            reach = batch_times(checked, flow.silver.event_time)
+        known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), reach)
         dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
                       for dimension, bronze in flow.dimensions}
         return (valid.transform(compiled.remove_known(known))

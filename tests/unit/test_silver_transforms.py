@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
-from medallion.silver.compile import compile_silver, latest_rows
+from medallion.silver.compile import batch_times, compile_silver, latest_rows
 from tests.conftest import REPO
 
 EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
@@ -158,6 +158,42 @@ def test_remove_known_drops_events_already_in_silver(spark: SparkSession) -> Non
     )
     known = spark.createDataFrame([("e1",), ("e7",)], "event_id STRING")
     assert [r.event_id for r in events.transform(remove_known(known)).collect()] == ["e2"]
+
+
+SILVER_ROWS = "event_id STRING, timestamp TIMESTAMP"
+
+
+def test_event_date_scope_compares_keys_with_the_batch_dates_only(spark: SparkSession) -> None:
+    """A re-delivery (same id, same time) is found however late; the lookup reads only the
+    dates the batch is on, so the same id at another date is not compared with."""
+    silver = spark.createDataFrame(
+        [("e1", utc("2025-01-01T23:59:59")), ("e2", utc("2025-01-02T00:00:00")),
+         ("e3", utc("2025-01-02T23:59:59.999")), ("e4", utc("2025-01-03T00:00:00")),
+         ("e5", utc("2025-01-05T12:00:00")), ("e6", None)],
+        SILVER_ROWS)
+    batch = spark.createDataFrame(
+        [("e2", utc("2025-01-02T00:00:00")), ("e3", utc("2025-01-02T23:59:59.999")),
+         ("e5", utc("2025-01-05T12:00:00")), ("e9", utc("2025-01-05T08:00:00"))],
+        SILVER_ROWS)
+    reach = batch_times(batch, "timestamp")
+    assert reach.days == ((utc("2025-01-02T00:00:00"), utc("2025-01-03T00:00:00")),
+                          (utc("2025-01-05T00:00:00"), utc("2025-01-06T00:00:00")))
+    assert (reach.earliest, reach.nulls) == (utc("2025-01-02T00:00:00"), False)
+    known = SILVER.known_rows(silver, reach)
+    assert sorted(r.event_id for r in known.collect()) == ["e2", "e3", "e5"]
+
+
+def test_event_date_scope_merges_adjacent_days_and_keeps_null_times(spark: SparkSession) -> None:
+    silver = spark.createDataFrame(
+        [("e1", utc("2025-01-01T10:00:00")), ("e2", utc("2025-01-02T10:00:00")),
+         ("e3", utc("2025-01-03T10:00:00")), ("e6", None)], SILVER_ROWS)
+    batch = spark.createDataFrame(
+        [("e1", utc("2025-01-01T09:00:00")), ("e2", utc("2025-01-02T09:00:00")), ("e6", None)],
+        SILVER_ROWS)
+    reach = batch_times(batch, "timestamp")
+    assert reach.days == ((utc("2025-01-01T00:00:00"), utc("2025-01-03T00:00:00")),)
+    assert reach.nulls
+    assert sorted(r.event_id for r in SILVER.known_rows(silver, reach).collect()) == ["e1", "e2", "e6"]
 
 
 CUSTOMER_SCHEMA = ("customer_id STRING, customer_name STRING, segment STRING, "
