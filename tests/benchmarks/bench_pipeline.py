@@ -14,6 +14,12 @@ Baselines (batch, no streaming, no checkpoints, no quarantine or accounting):
   gold:   the four aggregations over silver as batch ``groupBy``s and the purchase attribution
           as a batch join (below), each written to Delta.
 
+Increment scaling: the same increment of new events (the next day's, as a scheduler's run brings
+them) is timed on lakehouses holding histories of different sizes, each in a process of its own
+that first processes a warm-up increment (the day before's) so that every timed run finds the JVM
+equally warm: the ratio of each to the smallest history, and a projection to 100M events from the
+line through the measured points.
+
 The stream-stream join (``gold/purchase_attribution``) is also timed alone, after the layers: its
 table and checkpoint are removed and its query runs over all of silver, against a batch join
 (purchases left-joined with the same user's clicks and add_to_carts of the 30 minutes before,
@@ -30,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pyspark.sql import SparkSession, Window
@@ -174,13 +180,78 @@ def measure_layers(settings: Settings, tmp: str) -> tuple[dict[str, dict[str, fl
     return figures, idle
 
 
+HISTORY_START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
+WARM_UP_START = datetime(2025, 2, 3, 10, 0, tzinfo=timezone.utc)  # after any history's last day
+INCREMENT_START = datetime(2025, 2, 4, 10, 0, tzinfo=timezone.utc)
+PROJECTED_HISTORY = 100_000_000
+
+
+def events_spec(events: int, files: int, burst: str, start: datetime = HISTORY_START) -> GenerateSpec:
+    """The benchmark's events: 5000 users, one every 50 ms (1M events span about 14 hours)."""
+    return GenerateSpec(events=events, files=files, users=5000, burst=burst, start=start,
+                        seconds_between_events=0.05)
+
+
+def measure_increment(root: str, history: int, increment: int) -> float:
+    """Seconds of ``run all`` over one increment on the lakehouse under ``root``, after its
+    ``history`` events (generated here unless the lakehouse has them) and a warm-up increment."""
+    settings = load_settings(landing=f"{root}/landing", lakehouse=f"{root}/lakehouse")
+    fresh = not Path(settings.paths.lakehouse).exists()
+    if fresh and history:
+        generate_landing(settings.paths.landing, events_spec(history, 20, "bench"))
+    generate_landing(settings.paths.landing, events_spec(increment // 2, 2, "warm-up", WARM_UP_START),
+                     with_customers=fresh and not history)
+    spark = build_session(settings)
+    run_pipeline(spark, settings, Layer.ALL, Trigger())  # the history (if new) and the warm-up
+    generate_landing(settings.paths.landing, events_spec(increment, 4, "increment", INCREMENT_START),
+                     with_customers=False)
+    began = time.perf_counter()
+    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    seconds = time.perf_counter() - began
+    spark.stop()
+    return seconds
+
+
+def time_increments(tmp: str, histories: list[int], increment: int) -> dict[int, float]:
+    """The increment's seconds at each history size; the largest is the layers' lakehouse."""
+    seconds = {}
+    for history in histories:
+        root = tmp if history == max(histories) else f"{tmp}/history-{history}"
+        subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_pipeline", "--increment-of",
+                        root, "--history", str(history), "--increment", str(increment)], check=True)
+        seconds[history] = float(Path(root, "increment.json").read_text())
+        print(f"increment of {increment} events after {history} events of history: "
+              f"{seconds[history]:.1f}s", flush=True)
+    return seconds
+
+
+def projected(seconds: dict[int, float], history: int) -> float:
+    """The increment's seconds at ``history`` on the least-squares line through the measurements."""
+    xs, ys = list(seconds), list(seconds.values())
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+             / sum((x - mean_x) ** 2 for x in xs))
+    return mean_y + slope * (history - mean_x)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--out", default="bench-results")
-    parser.add_argument("--layers-of", help=argparse.SUPPRESS)  # the child process's part
+    parser.add_argument("--increment", type=int, default=20_000,
+                        help="new events of the increment timed at each history size")
+    parser.add_argument("--histories", default="0,250000",
+                        help="history sizes besides --events the increment is timed after")
+    parser.add_argument("--layers-of", help=argparse.SUPPRESS)  # the child processes' parts
+    parser.add_argument("--increment-of", help=argparse.SUPPRESS)
+    parser.add_argument("--history", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+
+    if args.increment_of:
+        seconds = measure_increment(args.increment_of, args.history, args.increment)
+        Path(args.increment_of, "increment.json").write_text(json.dumps(seconds))
+        return 0
 
     if args.layers_of:
         settings = load_settings(landing=f"{args.layers_of}/landing",
@@ -193,9 +264,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="medallion-bench-") as tmp:
         settings = load_settings(landing=f"{tmp}/landing", lakehouse=f"{tmp}/lakehouse")
         began = time.perf_counter()
-        generate_landing(settings.paths.landing, GenerateSpec(
-            events=args.events, files=args.files, users=5000, burst="bench",
-            seconds_between_events=0.05))
+        generate_landing(settings.paths.landing, events_spec(args.events, args.files, "bench"))
         print(f"generated {args.events} events in {time.perf_counter() - began:.1f}s")
         # The layers in a process of their own: the embedded catalog is one process's until that
         # process ends, and the commands timed next open it as a user's would.
@@ -208,6 +277,8 @@ def main() -> int:
         # changed what the catalog's preparation depends on); every later one finds it ready.
         first_cold = time_idle_run(settings)
         cold = time_idle_run(settings)
+        histories = sorted({*(int(h) for h in args.histories.split(",")), args.events})
+        increments = time_increments(tmp, histories, args.increment)
 
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"\nmachine: {machine}; {args.events} events")
@@ -221,12 +292,21 @@ def main() -> int:
               f"{run['wall']:.1f}s wall = session start {run['session']:.1f}s + catalog "
               f"{run['catalog']:.1f}s + layers {run['layers']:.1f}s + record and exit "
               f"{run['rest']:.1f}s")
-    print(f"medallion status (delta-rs, no Spark), a process of its own: {status:.2f}s wall "
-          f"(load average {os.getloadavg()[0]:.1f})")
+    print(f"medallion status (delta-rs, no Spark), a process of its own: {status:.2f}s wall")
+    smallest = increments[min(increments)]
+    for history, seconds in increments.items():
+        print(f"increment of {args.increment} new events after {history} events of history: "
+              f"{seconds:.1f}s, {seconds / smallest:.2f}x the smallest history's")
+    at_projection = projected(increments, PROJECTED_HISTORY)
+    print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line): "
+          f"{at_projection:.1f}s, {at_projection / smallest:.2f}x")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
         {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle,
-         "idle_process_first": first_cold, "idle_process": cold, "status_seconds": status},
+         "idle_process_first": first_cold, "idle_process": cold, "status_seconds": status,
+         "increment_events": args.increment, "increment_seconds_by_history": increments,
+         "increment_seconds_projected_100m": at_projection, "load_average": os.getloadavg()},
         indent=2))
     return 0
 
