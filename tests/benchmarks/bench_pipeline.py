@@ -206,9 +206,11 @@ def measure_increment(root: str, history: int, increment: int) -> float:
     generate_landing(settings.paths.landing, events_spec(increment, 4, "increment", INCREMENT_START),
                      with_customers=False)
     began = time.perf_counter()
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
     seconds = time.perf_counter() - began
     spark.stop()
+    print(f"history {history}: " + ", ".join(f"{run.table} {run.seconds:.1f}s ({run.batches} batches)"
+                                            for run in runs if run.batches), flush=True)
     return seconds
 
 
