@@ -33,6 +33,7 @@ from medallion.pipeline.model import (
     SOURCE_FILE,
     AggregateFunction,
     ColumnSpec,
+    DedupScope,
     GoldSpec,
     OutputMode,
     ParseMode,
@@ -260,7 +261,7 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
         event_type = next(c.type for c in silver.columns if c.name == silver.event_time)
         if not event_type.is_timestamp:
             raise check.fail(f"{key}.event_time", f"{silver.event_time} is {event_type}, not a TIMESTAMP")
-    elif silver.dedup.scope.value != "table":
+    elif silver.dedup.scope is not DedupScope.TABLE:
         raise check.fail(f"{key}.dedup.scope",
                          f"deduplication scope {silver.dedup.scope.value} needs an event_time")
     names = set(checked)

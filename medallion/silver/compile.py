@@ -140,31 +140,33 @@ class SilverTransforms:
 
         return transform
 
+    @property
+    def bounded_lookup(self) -> bool:
+        """The dedup scope compares keys with part of the table only, chosen by the batch's
+        event times (:func:`batch_times`)."""
+        return self.silver.dedup.scope is not DedupScope.TABLE and self.silver.event_time is not None
+
     def known_rows(self, table: DataFrame, reach: BatchTimes | None) -> DataFrame:
         """What a batch's keys are compared with, by the dedup scope: the whole table (``table``);
         the rows whose event time is at most the watermark before the batch's earliest
         (``watermark``); the rows whose event time is on a date of the batch's rows
         (``event_date``), as literal ranges that let Delta skip every file of other dates."""
+        keys = table.select(*self.key_columns)
         time = self.silver.event_time
-        keys = table.select(*self.key_columns, *([time] if time else []))
-        scope = self.silver.dedup.scope
-        if scope is DedupScope.TABLE or time is None:
-            return keys.select(*self.key_columns)
-        if reach is None or (reach.earliest is None and not reach.nulls):
-            return keys.limit(0).select(*self.key_columns)
-        if scope is DedupScope.WATERMARK:
-            if reach.earliest is None:
-                return keys.limit(0).select(*self.key_columns)
-            lateness = F.expr(f"INTERVAL {self.watermark}")
-            return keys.where(F.col(time) >= F.lit(reach.earliest) - lateness).select(*self.key_columns)
+        if not self.bounded_lookup or time is None:
+            return keys
         within: Column | None = None
-        for start, end in reach.days:
-            day = (F.col(time) >= F.lit(start)) & (F.col(time) < F.lit(end))
-            within = day if within is None else within | day
-        if reach.nulls:
-            within = F.col(time).isNull() if within is None else within | F.col(time).isNull()
-        assert within is not None
-        return keys.where(within).select(*self.key_columns)
+        if reach is not None and self.silver.dedup.scope is DedupScope.WATERMARK:
+            if reach.earliest is not None:
+                within = F.col(time) >= F.lit(reach.earliest) - F.expr(f"INTERVAL {self.watermark}")
+        elif reach is not None:
+            for start, end in reach.days:
+                day = (F.col(time) >= F.lit(start)) & (F.col(time) < F.lit(end))
+                within = day if within is None else within | day
+            if reach.nulls:
+                within = F.col(time).isNull() if within is None else within | F.col(time).isNull()
+        # The filter goes on the table before the key columns are taken, so Delta prunes files.
+        return keys.limit(0) if within is None else table.where(within).select(*self.key_columns)
 
     def rejected_to_quarantine(self, parsed: DataFrame) -> Transform:
         """Valid rows a quality gate rejected (table columns plus ``reasons``), as quarantine rows.

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger
 from medallion.idle import DeltaInput, newest_table_version, skippable
-from medallion.pipeline.model import DedupScope, DimensionSpec, PipelineSpec, SilverSpec
+from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
 from medallion.silver.compile import SilverTransforms, batch_times, compile_silver, latest_rows
 from medallion.sinks.delta import (
@@ -106,7 +106,7 @@ class SilverBatchWriter:
         checked = parsed.transform(compiled.valid)
         valid = checked.transform(compiled.deduplicate)
         reach = None  # where the batch lies in event time, for the scopes that bound the lookup
-        if flow.silver.dedup.scope is not DedupScope.TABLE and flow.silver.event_time:
+        if compiled.bounded_lookup and flow.silver.event_time:
             reach = batch_times(checked, flow.silver.event_time)
         known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), reach)
         dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
