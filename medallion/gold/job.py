@@ -31,6 +31,7 @@ from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
     append_batch,
+    batch_range,
     ensure_table,
     guard_checkpoint,
     query_id_of,
@@ -113,7 +114,9 @@ class UpsertWriter:
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
         updated = latest_per_key(batch, self.keys, self.latest_by).persist()
         try:
-            rows = updated.count()
+            # The count and the MERGE's window range in one pass.
+            measured = batch_range(updated, self.prune_by if self.keys else None)
+            rows = measured.rows
             to_write = updated
             if rows and self.gate is not None:
                 outcome = self.gate.check(updated, batch_id, app_id, self._query_id)
@@ -124,7 +127,7 @@ class UpsertWriter:
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
             if rows and self.keys:
                 upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
-                             self.prune_by)
+                             self.prune_by, within=measured)
             elif rows:
                 append_batch(to_write, self.path, app_id, batch_id)
         finally:

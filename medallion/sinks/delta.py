@@ -13,6 +13,8 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -205,9 +207,30 @@ def _greater(columns: Sequence[str]) -> str:
     return f"({greater} OR (s.{first} <=> t.{first} AND {_greater(rest)}))"
 
 
+@dataclass(frozen=True)
+class BatchRange:
+    """A batch's row count and, for one column, its least and greatest value and whether any row
+    has none (``low`` None: no column, or no value)."""
+
+    rows: int
+    low: Any = None
+    high: Any = None
+    nulls: bool = False
+
+
+def batch_range(df: DataFrame, column: str | None) -> BatchRange:
+    """Count ``df`` and take ``column``'s range in the same pass (one Spark job)."""
+    if column is None:
+        return BatchRange(df.count())
+    value = F.col(f"`{column}`")
+    rows, low, high, nulls = df.agg(F.count(F.lit(1)), F.min(value),  # type: ignore[misc]
+                                    F.max(value), F.count_if(value.isNull())).first()
+    return BatchRange(int(rows), low, high, bool(nulls))
+
+
 def upsert_batch(
     df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int,
-    latest_by: Sequence[str] = (), prune_by: str | None = None,
+    latest_by: Sequence[str] = (), prune_by: str | None = None, within: BatchRange | None = None,
 ) -> None:
     """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once.
 
@@ -219,18 +242,17 @@ def upsert_batch(
     column to the batch's range of it, as literals, so that Delta skips every file of the table
     outside that range (its min/max statistics) instead of scanning the whole table. A matched row
     has the batch's value, so the bound changes no match: the MERGE costs what the batch's windows
-    reach, not what the table's history holds.
+    reach, not what the table's history holds. ``within``: that range, when the caller measured it
+    already (of these rows or of more); else it is measured here.
     """
     condition = F.expr(" AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys))
     if prune_by is not None:
-        value = F.col(f"`{prune_by}`")
-        low, high, nulls = df.agg(F.min(value), F.max(value),  # type: ignore[misc]
-                                  F.count_if(value.isNull())).first()
-        if low is not None:
+        bounds = within if within is not None else batch_range(df, prune_by)
+        if bounds.low is not None:
             column = F.col(f"t.`{prune_by}`")
-            within = (column >= F.lit(low)) & (column <= F.lit(high))
+            inside = (column >= F.lit(bounds.low)) & (column <= F.lit(bounds.high))
             # A batch row whose value is null matches a target row whose value is null.
-            condition = condition & ((within | column.isNull()) if nulls else within)
+            condition = condition & ((inside | column.isNull()) if bounds.nulls else inside)
     spark = df.sparkSession
     with _transaction(spark, app_id, batch_id):
         (

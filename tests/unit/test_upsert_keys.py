@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.sinks.delta import upsert_batch
+from medallion.sinks.delta import BatchRange, batch_range, upsert_batch
 
 SCHEMA = "window_start STRING, city STRING, orders BIGINT"
 
@@ -76,3 +76,34 @@ def test_a_null_window_start_in_the_batch_still_matches_its_row(spark: SparkSess
                        "(TIMESTAMP'2025-01-01 10:00:00', 'Paris', 2L) AS t(window_start, city, orders)")
     upsert_batch(update, path, ("window_start", "city"), "test-prune-null", 1, prune_by="window_start")
     assertDataFrameEqual(spark.read.format("delta").load(path), update)
+
+
+def test_the_batch_is_counted_and_its_range_taken_in_one_measure(spark: SparkSession) -> None:
+    frame = spark.sql("SELECT * FROM VALUES (TIMESTAMP'2025-01-02 10:00:00', 'Paris'), "
+                      "(CAST(NULL AS TIMESTAMP), 'Lyon'), (TIMESTAMP'2025-01-01 09:00:00', 'Nice') "
+                      "AS t(window_start, city)")
+    measured = batch_range(frame, "window_start")
+    assert (measured.rows, measured.nulls) == (3, True)
+    assert (str(measured.low), str(measured.high)) == ("2025-01-01 09:00:00", "2025-01-02 10:00:00")
+    assert batch_range(frame.where("window_start IS NOT NULL"), "window_start").nulls is False
+    assert batch_range(frame, None) == BatchRange(3)
+
+
+def test_a_range_measured_before_the_gate_bounds_the_merge_of_what_it_kept(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The writer measures the batch before its gate drops rows: that wider range still bounds
+    the MERGE of the kept rows, and the file it does not reach is never opened."""
+    path = str(tmp_path / "gold")
+    files = _one_file_per_day(spark, path)
+    Path(files["2025-01-01"].removeprefix("file:")).unlink()
+    batch = spark.sql("SELECT * FROM VALUES (TIMESTAMP'2025-01-02 10:00:00', 'Paris', -1L), "
+                      "(TIMESTAMP'2025-01-03 10:00:00', 'Paris', 5L) AS t(window_start, city, orders)")
+    measured = batch_range(batch, "window_start")
+    upsert_batch(batch.where("orders > 0"), path, ("window_start", "city"), "test-measured", 1,
+                 prune_by="window_start", within=measured)
+    got = (spark.read.format("delta").load(path)
+           .where("window_start >= TIMESTAMP'2025-01-02 00:00:00'"))
+    expected = spark.sql(
+        "SELECT * FROM VALUES (TIMESTAMP'2025-01-02 10:00:00', 'Paris', 1L), "
+        "(TIMESTAMP'2025-01-03 10:00:00', 'Paris', 5L) AS t(window_start, city, orders)")
+    assertDataFrameEqual(got, expected)
