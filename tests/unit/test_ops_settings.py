@@ -84,7 +84,7 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
     confs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
     assert {k: confs[k] for k in DELTA_CONF} == DELTA_CONF
     assert confs["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
-    assert confs["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert confs["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "false"
     assert confs["spark.executor.cores"] == "2" and confs["spark.executor.memory"] == "1g"
     assert argv[argv.index("--py-files") + 1] == str(Path("dist/m.whl").resolve())
     entry = argv.index(str(REPO / "jobs" / "silver.py"))

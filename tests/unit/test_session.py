@@ -20,11 +20,11 @@ def test_python_workers_run_the_drivers_interpreter(spark: SparkSession) -> None
     assert set(seen) == {sys.executable}
 
 
-def test_stateful_queries_keep_state_in_rocksdb_with_changelog_checkpoints(
+def test_stateful_queries_keep_state_in_rocksdb_with_a_snapshot_per_commit(
         spark: SparkSession) -> None:
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == \
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     prefix = "spark.sql.streaming.stateStore.rocksdb"
-    assert spark.conf.get(f"{prefix}.changelogCheckpointing.enabled") == "true"
+    assert spark.conf.get(f"{prefix}.changelogCheckpointing.enabled") == "false"
     assert spark.conf.get(f"{prefix}.boundedMemoryUsage") == "true"
     assert int(spark.conf.get(f"{prefix}.maxMemoryUsageMB")) > 0
