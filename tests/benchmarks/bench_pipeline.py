@@ -17,8 +17,10 @@ Baselines (batch, no streaming, no checkpoints, no quarantine or accounting):
 Increment scaling: the same increment of new events (the next day's, as a scheduler's run brings
 them) is timed on lakehouses holding histories of different sizes, each in a process of its own
 that first processes a warm-up increment (the day before's) so that every timed run finds the JVM
-equally warm: the ratio of each to the smallest history, and a projection to 100M events from the
-line through the measured points.
+equally warm. Each history size times ``--repeats`` increments in a row (one day each, the same
+sequence at every size): the median of each size against the smallest history's median, the
+spread of the single runs around it, and a projection to 100M events from the line through the
+medians.
 
 The stream-stream join (``gold/purchase_attribution``) is also timed alone, after the layers: its
 table and checkpoint are removed and its query runs over all of silver, against a batch join
@@ -32,11 +34,12 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from pyspark.sql import SparkSession, Window
@@ -192,9 +195,10 @@ def events_spec(events: int, files: int, burst: str, start: datetime = HISTORY_S
                         seconds_between_events=0.05)
 
 
-def measure_increment(root: str, history: int, increment: int) -> float:
-    """Seconds of ``run all`` over one increment on the lakehouse under ``root``, after its
-    ``history`` events (generated here unless the lakehouse has them) and a warm-up increment."""
+def measure_increment(root: str, history: int, increment: int, repeats: int = 1) -> list[float]:
+    """Seconds of ``run all`` over each of ``repeats`` increments (one day apart) on the lakehouse
+    under ``root``, after its ``history`` events (generated here unless the lakehouse has them)
+    and a warm-up increment."""
     settings = load_settings(landing=f"{root}/landing", lakehouse=f"{root}/lakehouse")
     fresh = not Path(settings.paths.lakehouse).exists()
     if fresh and history:
@@ -203,27 +207,33 @@ def measure_increment(root: str, history: int, increment: int) -> float:
                      with_customers=fresh and not history)
     spark = build_session(settings)
     run_pipeline(spark, settings, Layer.ALL, Trigger())  # the history (if new) and the warm-up
-    generate_landing(settings.paths.landing, events_spec(increment, 4, "increment", INCREMENT_START),
-                     with_customers=False)
-    began = time.perf_counter()
-    runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
-    seconds = time.perf_counter() - began
+    seconds = []
+    for day in range(repeats):
+        generate_landing(settings.paths.landing,
+                         events_spec(increment, 4, f"increment-{day}",
+                                     INCREMENT_START + timedelta(days=day)), with_customers=False)
+        began = time.perf_counter()
+        runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
+        seconds.append(time.perf_counter() - began)
+        print(f"history {history}, increment {day + 1}: {seconds[-1]:.1f}s: "
+              + ", ".join(f"{run.table} {run.seconds:.1f}s ({run.batches} batches)"
+                          for run in runs if run.batches), flush=True)
     spark.stop()
-    print(f"history {history}: " + ", ".join(f"{run.table} {run.seconds:.1f}s ({run.batches} batches)"
-                                            for run in runs if run.batches), flush=True)
     return seconds
 
 
-def time_increments(tmp: str, histories: list[int], increment: int) -> dict[int, float]:
-    """The increment's seconds at each history size; the largest is the layers' lakehouse."""
+def time_increments(tmp: str, histories: list[int], increment: int,
+                    repeats: int) -> dict[int, list[float]]:
+    """The increments' seconds at each history size; the largest is the layers' lakehouse."""
     seconds = {}
     for history in histories:
         root = tmp if history == max(histories) else f"{tmp}/history-{history}"
         subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_pipeline", "--increment-of",
-                        root, "--history", str(history), "--increment", str(increment)], check=True)
-        seconds[history] = float(Path(root, "increment.json").read_text())
-        print(f"increment of {increment} events after {history} events of history: "
-              f"{seconds[history]:.1f}s", flush=True)
+                        root, "--history", str(history), "--increment", str(increment),
+                        "--repeats", str(repeats)], check=True)
+        seconds[history] = json.loads(Path(root, "increment.json").read_text())
+        print(f"increments of {increment} events after {history} events of history: "
+              + ", ".join(f"{s:.1f}s" for s in seconds[history]), flush=True)
     return seconds
 
 
@@ -245,13 +255,15 @@ def main() -> int:
                         help="new events of the increment timed at each history size")
     parser.add_argument("--histories", default="0,250000",
                         help="history sizes besides --events the increment is timed after")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="increments timed in a row at each history size (the median counts)")
     parser.add_argument("--layers-of", help=argparse.SUPPRESS)  # the child processes' parts
     parser.add_argument("--increment-of", help=argparse.SUPPRESS)
     parser.add_argument("--history", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.increment_of:
-        seconds = measure_increment(args.increment_of, args.history, args.increment)
+        seconds = measure_increment(args.increment_of, args.history, args.increment, args.repeats)
         Path(args.increment_of, "increment.json").write_text(json.dumps(seconds))
         return 0
 
@@ -280,7 +292,7 @@ def main() -> int:
         first_cold = time_idle_run(settings)
         cold = time_idle_run(settings)
         histories = sorted({*(int(h) for h in args.histories.split(",")), args.events})
-        increments = time_increments(tmp, histories, args.increment)
+        increments = time_increments(tmp, histories, args.increment, args.repeats)
 
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"\nmachine: {machine}; {args.events} events")
@@ -295,19 +307,23 @@ def main() -> int:
               f"{run['catalog']:.1f}s + layers {run['layers']:.1f}s + record and exit "
               f"{run['rest']:.1f}s")
     print(f"medallion status (delta-rs, no Spark), a process of its own: {status:.2f}s wall")
-    smallest = increments[min(increments)]
-    for history, seconds in increments.items():
+    medians = {history: statistics.median(runs) for history, runs in increments.items()}
+    smallest = medians[min(medians)]
+    for history, runs in increments.items():
         print(f"increment of {args.increment} new events after {history} events of history: "
-              f"{seconds:.1f}s, {seconds / smallest:.2f}x the smallest history's")
-    at_projection = projected(increments, PROJECTED_HISTORY)
-    print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line): "
-          f"{at_projection:.1f}s, {at_projection / smallest:.2f}x")
+              f"median {medians[history]:.1f}s of {len(runs)} ({min(runs):.1f}-{max(runs):.1f}s), "
+              f"{medians[history] / smallest:.2f}x the smallest history's median "
+              f"(single runs {min(runs) / smallest:.2f}-{max(runs) / smallest:.2f}x)")
+    at_projection = projected(medians, PROJECTED_HISTORY)
+    print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line through "
+          f"the medians): {at_projection:.1f}s, {at_projection / smallest:.2f}x")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
         {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle,
          "idle_process_first": first_cold, "idle_process": cold, "status_seconds": status,
          "increment_events": args.increment, "increment_seconds_by_history": increments,
+         "increment_median_seconds_by_history": medians,
          "increment_seconds_projected_100m": at_projection, "load_average": os.getloadavg()},
         indent=2))
     return 0
