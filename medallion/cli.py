@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="per table: last version and commit, rows, lag, state, last run")
 
     maintain = commands.add_parser("maintain", parents=[common],
-                                   help="OPTIMIZE (Z-ORDER from configuration) and VACUUM the tables")
+                                   help="OPTIMIZE (Z-ORDER from configuration) and VACUUM the tables; "
+                                        "delete old state versions of the stateful queries")
     maintain.add_argument("--table", action="append", dest="tables",
                           help="only this table (layer/name); repeatable (default: every table)")
     maintain.add_argument("--retain-hours", type=int,
@@ -154,7 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     maintain.add_argument("--allow-short-retention", action="store_true",
                           help="allow a VACUUM retention under 7 days (only with no query running)")
     maintain.add_argument("--no-optimize", action="store_true", help="VACUUM only")
-    maintain.add_argument("--no-vacuum", action="store_true", help="OPTIMIZE only")
+    maintain.add_argument("--no-vacuum", action="store_true",
+                          help="OPTIMIZE only (no VACUUM, old state kept)")
 
     report = commands.add_parser("report", parents=[common],
                                  help="write a self-contained HTML page of the monitoring charts")

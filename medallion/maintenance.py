@@ -5,19 +5,29 @@ by the configured Z-ORDER columns, so filters skip files), and VACUUM deletes th
 version within the retention period needs. A retention shorter than 7 days is refused unless the
 caller says so explicitly: a reader or a streaming query still on an older version, or a restart
 of a stream that is behind, would find its files gone.
+
+With VACUUM go the state versions a stateful query's checkpoint no longer needs. Spark deletes
+them from a maintenance thread that first runs a minute after a query starts
+(``spark.sql.streaming.stateStore.maintenanceInterval``), which an available-now run rarely
+lives to see: without this, every batch of every run leaves its RocksDB snapshot and SST files
+in the checkpoint for good. The same Spark code deletes them here, with the same rule (keep the
+newest ``spark.sql.streaming.minBatchesToRetain`` versions).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
-from medallion.hadoopfs import hadoop_path
+from medallion.hadoopfs import hadoop_path, path_exists
 from medallion.tables import TableSpec, lakehouse_tables
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,7 @@ class TableMaintenance:
     zorder: tuple[str, ...]
     files_removed_by_optimize: int
     files_deleted_by_vacuum: int
+    state_files_deleted: int = 0  # of its query's checkpoint (old state versions)
 
 
 def check_retention(hours: int, allow_short: bool) -> None:
@@ -106,14 +117,82 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
             report = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
             row = report.select("metrics.numFilesRemoved").first()
             removed = int(row[0] or 0) if row is not None else 0
-        deleted = 0
+        deleted = state_deleted = 0
         if vacuum:
             deleted = _vacuum(spark, table, hours)
+            state_deleted = delete_old_state(spark, spec.checkpoint(settings),
+                                             state_versions_to_retain(spark))
         after = file_stats(spark, path, small)
-        results.append(TableMaintenance(spec.key, before, after, zorder, removed, deleted))
-        log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d",
-                 spec.key, before.files, before.small_files, after.files, after.small_files, deleted)
+        results.append(TableMaintenance(spec.key, before, after, zorder, removed, deleted,
+                                        state_deleted))
+        log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d, "
+                 "old state %d", spec.key, before.files, before.small_files, after.files,
+                 after.small_files, deleted, state_deleted)
     return results
+
+
+_MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
+# A state store's version files: RocksDB snapshots (``<version>.zip``, or with a unique id
+# ``<version>_<id>.zip``) and changelogs.
+_STATE_VERSION_FILE = re.compile(r"^\d+(_[0-9a-fA-F-]+)?\.(zip|changelog)$")
+
+
+def state_versions_to_retain(spark: SparkSession) -> int:
+    """How many of the newest state versions a checkpoint keeps: Spark's own setting (100)."""
+    return int(spark.conf.get(_MIN_BATCHES_TO_RETAIN, "100") or 100)
+
+
+def delete_old_state(spark: SparkSession, checkpoint: str, retain: int) -> int:
+    """Delete the state versions of ``checkpoint``'s RocksDB stores older than the newest
+    ``retain``, and the SST files only they used; how many files went.
+
+    Each store (per operator, partition and store name) is cleaned by Spark's own
+    ``RocksDBFileManager.deleteOldVersions``, what its maintenance thread calls. A checkpoint
+    without state, or with another provider's state, is left as it is.
+    """
+    if retain < 1:
+        raise ValueError(f"at least the newest state version must be kept, got {retain}")
+    if not path_exists(spark, f"{checkpoint}/state"):
+        return 0
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    local = tempfile.mkdtemp(prefix="medallion-state-")  # where the manager unzips metadata
+    deleted = 0
+    try:
+        for store in _rocksdb_stores(spark, f"{checkpoint}/state"):
+            before = _count_files(spark, store)
+            manager = jvm.org.apache.spark.sql.execution.streaming.state.RocksDBFileManager(
+                store, jvm.java.io.File(local), hadoop_conf, "lz4", "medallion maintain")
+            manager.deleteOldVersions(retain, 0)
+            deleted += before - _count_files(spark, store)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    return deleted
+
+
+def _rocksdb_stores(spark: SparkSession, folder: str, depth: int = 0) -> Iterator[str]:
+    """The RocksDB store folders under a checkpoint's ``state``: ``<operator>/<partition>``, and
+    ``<operator>/<partition>/<store>`` for an operator with several stores (a join)."""
+    fs, path = hadoop_path(spark, folder)
+    entries = fs.listStatus(path)
+    if any(e.isFile() and _STATE_VERSION_FILE.match(e.getPath().getName()) for e in entries):
+        yield folder
+        return
+    if depth < 3:
+        for entry in entries:
+            name = entry.getPath().getName()
+            if entry.isDirectory() and not name.startswith(("_", ".")) and name != "SSTs":
+                yield from _rocksdb_stores(spark, f"{folder}/{name}", depth + 1)
+
+
+def _count_files(spark: SparkSession, folder: str) -> int:
+    """Files under ``folder`` (checksum files aside)."""
+    fs, path = hadoop_path(spark, folder)
+    files, found = fs.listFiles(path, True), 0
+    while files.hasNext():
+        found += not files.next().getPath().getName().endswith(".crc")
+    return found
 
 
 def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
@@ -135,19 +214,20 @@ def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
 
 
 _COLUMNS = ("table", "files before", "small before", "files after", "small after", "vacuumed",
-            "z-order")
+            "old state", "z-order")
 
 
 def format_maintenance(results: Sequence[TableMaintenance]) -> str:
     """A fixed-width table of file counts before and after, one line per table."""
     rows = [(r.table, str(r.before.files), str(r.before.small_files), str(r.after.files),
-             str(r.after.small_files), str(r.files_deleted_by_vacuum), ",".join(r.zorder) or "-")
+             str(r.after.small_files), str(r.files_deleted_by_vacuum), str(r.state_files_deleted),
+             ",".join(r.zorder) or "-")
             for r in results]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]
-    lines = ["  ".join(c.ljust(w) if i in (0, 6) else c.rjust(w)
+    lines = ["  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
                        for i, (c, w) in enumerate(zip(_COLUMNS, widths, strict=True)))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) if i in (0, 6) else v.rjust(w)
+    lines += ["  ".join(v.ljust(w) if i in (0, 7) else v.rjust(w)
                         for i, (v, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from medallion.config import Settings, Trigger
 from medallion.errors import CheckpointError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.gold.job import gold_flows
+from medallion.maintenance import maintain
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from medallion.tables import SILVER_BATCH_METRICS
@@ -279,6 +280,42 @@ def test_deleted_state_fails_loudly_and_a_copy_recovers(
     assert_tables(snapshot(spark, settings), before, GOLD_TABLES)
 
     put_back(backup, checkpoint)
+    run_all(spark, settings)
+    assert_tables(snapshot(spark, settings), runs.expected)
+
+
+def state_versions(checkpoint: Path) -> dict[Path, set[int]]:
+    """Per RocksDB store folder of a checkpoint, the versions it holds a snapshot of."""
+    return {folder: {int(z.name.split(".")[0].split("_")[0]) for z in folder.glob("*.zip")}
+            for folder in {z.parent for z in (checkpoint / "state").rglob("*.zip")}}
+
+
+def test_old_state_versions_deleted_by_maintenance_are_not_needed_by_the_next_run(
+        spark: SparkSession, runs: Runs, tmp_path: Path) -> None:
+    # What Spark's state maintenance thread deletes when a query lives long enough, which the
+    # short runs here (like most available-now runs) do not: `medallion maintain` deletes it.
+    settings = copy_of_run_1(runs, tmp_path)
+    checkpoints = {flow.spec.key: Path(flow.spec.checkpoint(settings))
+                   for flow in gold_flows(settings)
+                   if Path(flow.spec.checkpoint(settings), "state").is_dir()}  # events' (orders': no data)
+    assert len(checkpoints) == 5
+    before = {key: state_versions(checkpoint) for key, checkpoint in checkpoints.items()}
+    # Every stateful query ran several batches, each leaving a version in each store; the join
+    # keeps four stores per partition.
+    assert all(len(versions) > 1 for stores in before.values() for versions in stores.values())
+    assert len(before["gold/purchase_attribution"]) == 4
+
+    retained = spark.conf.get("spark.sql.streaming.minBatchesToRetain")
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "1")
+    try:
+        report = maintain(spark, settings, list(checkpoints), optimize=False)
+    finally:
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", retained or "100")
+
+    for key, checkpoint in checkpoints.items():
+        assert state_versions(checkpoint) == {
+            folder: {max(versions)} for folder, versions in before[key].items()}, key
+    assert {r.table: r.state_files_deleted > 0 for r in report} == dict.fromkeys(checkpoints, True)
     run_all(spark, settings)
     assert_tables(snapshot(spark, settings), runs.expected)
 
