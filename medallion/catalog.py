@@ -147,6 +147,18 @@ def register_table(spark: SparkSession, spec: TableSpec, path: str) -> Row:
     return _detail(spark, name)
 
 
+def clear_stale_entry(spark: SparkSession, spec: TableSpec) -> None:
+    """Before a table is created: make sure its database exists, and drop the catalog entry of
+    its name (the entry only: the project registers external tables), which can only be stale
+    since no table is at the spec's path (a lakehouse moved, or its table deleted)."""
+    name = spec.qualified_name
+    if not spark.catalog.databaseExists(spec.layer):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {spec.layer}")
+    elif spark.catalog.tableExists(name):
+        log.info("dropping catalog entry %s: no Delta table at its location", name)
+        spark.sql(f"DROP TABLE {name}")
+
+
 def _unregister_missing(spark: SparkSession, spec: TableSpec) -> None:
     """Drop the catalog entry of a table whose data is gone (the entry only: it is external)."""
     name = spec.qualified_name

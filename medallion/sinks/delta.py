@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from medallion.catalog import documented_schema, register_table, table_comment
+from medallion.catalog import clear_stale_entry, documented_schema, table_comment
 from medallion.checkpoints import (
     CheckpointState,
     check_not_behind,
@@ -61,14 +61,19 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     """
     if committed_table_at(spark, path):
         return
+    # One Delta operation commits the table and registers it (an external table at ``path``):
+    # registering it afterwards (CREATE TABLE ... LOCATION, DESCRIBE DETAIL) rebuilt the new
+    # table's snapshot in three Spark jobs, most of each table's creation. Any entry of that name
+    # is stale, since no table is at ``path``: it would turn the creation into a no-op.
+    clear_stale_entry(spark, spec)
     (
         DeltaTable.createIfNotExists(spark)
+        .tableName(spec.qualified_name)
         .location(path)
         .addColumns(documented_schema(spec, doc))
         .comment(table_comment(spec, doc))
         .execute()
     )
-    register_table(spark, spec, path)
 
 
 def committed_table_at(spark: SparkSession, path: str) -> bool:

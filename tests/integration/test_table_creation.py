@@ -1,0 +1,39 @@
+"""Creating a table commits it and registers it in one Delta operation: the entry points at the
+new table, carries its declared comments, and a stale entry of the same name (a lakehouse moved,
+or its table deleted) is replaced, its data left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from medallion.sinks.delta import ensure_table, table_version
+from medallion.tables import QUALITY_RESULTS
+from tests.conftest import make_settings
+
+
+def _entry(spark: SparkSession, name: str) -> tuple[str, str]:
+    row = spark.sql(f"DESCRIBE DETAIL {name}").first()
+    assert row is not None
+    return str(row["location"]).removeprefix("file:").rstrip("/"), str(row["description"])
+
+
+def test_a_new_table_is_registered_with_its_comment_and_a_stale_entry_is_replaced(
+        spark: SparkSession, tmp_path: Path) -> None:
+    spec, name = QUALITY_RESULTS, QUALITY_RESULTS.qualified_name
+    first, moved = make_settings(tmp_path / "first"), make_settings(tmp_path / "moved")
+
+    ensure_table(spark, spec, spec.path(first))
+    assert _entry(spark, name) == (spec.path(first), spec.comment)
+    assert spark.table(name).schema.simpleString() == spec.schema.simpleString()
+
+    # The same name for a lakehouse elsewhere: the entry follows the new table.
+    ensure_table(spark, spec, spec.path(moved))
+    assert _entry(spark, name) == (spec.path(moved), spec.comment)
+    assert DeltaTable.isDeltaTable(spark, spec.path(first))  # dropping the entry kept the data
+
+    # A table that exists is left alone: no second commit.
+    ensure_table(spark, spec, spec.path(moved))
+    assert table_version(spark, spec.path(moved)) == 0
