@@ -61,10 +61,9 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     """
     if committed_table_at(spark, path):
         return
-    # One Delta operation commits the table and registers it (an external table at ``path``):
-    # registering it afterwards (CREATE TABLE ... LOCATION, DESCRIBE DETAIL) rebuilt the new
-    # table's snapshot in three Spark jobs, most of each table's creation. Any entry of that name
-    # is stale, since no table is at ``path``: it would turn the creation into a no-op.
+    # One Delta operation commits the table and registers it (an external table at ``path``),
+    # without the catalog round trips and DESCRIBE DETAIL of registering it afterwards. Any entry
+    # of that name is stale, since no table is at ``path``: it would turn the creation into a no-op.
     clear_stale_entry(spark, spec)
     (
         DeltaTable.createIfNotExists(spark)
