@@ -6,9 +6,12 @@ zone and the JVM packages are the same everywhere. Library code receives ``spark
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from medallion.catalog import check_catalog_free, prepare_catalog
 from medallion.config import Metastore, Settings
+from medallion.jvm_archive import ArchivePlan, archive_plan
 from medallion.s3a import apply_hadoop_conf, s3_packages, s3a_conf
 
 log = logging.getLogger(__name__)
@@ -216,6 +220,7 @@ def submitted_conf() -> SparkConf:
 
 
 DIST_CLASSPATH = "SPARK_DIST_CLASSPATH"
+ARCHIVE_WAIT_SECONDS = 120.0
 
 
 # The driver JVM's logging: Spark's defaults without their start-up banner (a file URI is
@@ -224,15 +229,24 @@ JVM_LOGGING_OPTION = ("-Dlog4j2.configurationFile="
                       + Path(__file__).resolve().with_name("log4j2.properties").as_uri())
 
 
+def spark_jars_dir() -> Path:
+    """The jars of the Spark installation whose launcher PySpark runs."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home()) / "jars"
+
+
 def _local_master(settings: Settings, submitted: SparkConf) -> bool:
     """Whether the session's executors run inside the driver's JVM (``local``, ``local[N]``)."""
     master = submitted.get("spark.master") or settings.spark.master or "local[*]"
     return master.startswith("local")
 
 
-def _launch_jvm(builder: SparkSession.Builder, class_path: list[str]) -> None:
+def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
+                archive: ArchivePlan) -> None:
     """Start the driver's JVM the way PySpark would, but with its standard output on stderr,
-    and ``class_path`` after Spark's own jars.
+    and ``class_path`` after Spark's own jars. A JVM asked to write its class archive at exit
+    is waited for when this process exits, and the archive put in place.
 
     A command's standard output is its result (``medallion sql --format json``, a CSV export):
     the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it. The launcher
@@ -255,6 +269,29 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str]) -> None:
             os.environ[DIST_CLASSPATH] = inherited
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
+    if archive.written is not None:
+        atexit.register(_settle_archive, gateway.proc, archive)
+
+
+def _settle_archive(proc: subprocess.Popen[bytes], archive: ArchivePlan) -> None:
+    """At exit: close the JVM's standard input (PySpark's signal to exit), wait while it writes
+    its class archive, then put the archive in place. A JVM still writing after
+    ``ARCHIVE_WAIT_SECONDS`` is left to finish; the next start takes its archive.
+
+    The context is stopped first, as PySpark's own stop does it: left to the JVM's shutdown, its
+    stop would close the accumulators' connection under this process's server (a traceback)."""
+    context = SparkContext._active_spark_context
+    if context is not None:
+        with contextlib.suppress(Exception):  # exiting: the archive matters less than the exit
+            context.stop()
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=ARCHIVE_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return
+    archive.settle()
 
 
 def build_session(settings: Settings, register_tables: bool = True,
@@ -281,6 +318,7 @@ def build_session(settings: Settings, register_tables: bool = True,
     packages = jvm_packages(settings)
     known_jars = None if resolve_packages else resolved_jars(packages)
     class_path: list[str] = []
+    archive = ArchivePlan()
     conf = {**session_conf(settings), **(extra_conf or {})}
     if submitted.contains("spark.jars.packages") or submitted.contains("spark.jars"):
         packages = []  # spark-submit resolved what it was given
@@ -297,8 +335,11 @@ def build_session(settings: Settings, register_tables: bool = True,
         for key in resolution_conf():
             conf.pop(key, None)
     if SparkContext._gateway is None and not submitted.contains("spark.driver.extraJavaOptions"):
-        conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [
-            JVM_LOGGING_OPTION, conf.get("spark.driver.extraJavaOptions")]))
+        options = " ".join(filter(None, [JVM_LOGGING_OPTION,
+                                         conf.get("spark.driver.extraJavaOptions")]))
+        archive = archive_plan(os.environ, spark_jars_dir(), class_path, options,
+                               conf.get("spark.driver.memory"))
+        conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, archive.options]))
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads
@@ -309,7 +350,7 @@ def build_session(settings: Settings, register_tables: bool = True,
             builder = builder.config(key, value)
     fresh = SparkContext._active_spark_context is None
     if SparkContext._gateway is None:
-        _launch_jvm(builder, class_path)
+        _launch_jvm(builder, class_path, archive)
     spark = builder.getOrCreate()
     if fresh and packages and not known_jars:
         remember_jars(packages, spark)
