@@ -337,8 +337,9 @@ def build_session(settings: Settings, register_tables: bool = True,
     if SparkContext._gateway is None and not submitted.contains("spark.driver.extraJavaOptions"):
         options = " ".join(filter(None, [JVM_LOGGING_OPTION,
                                          conf.get("spark.driver.extraJavaOptions")]))
-        archive = archive_plan(os.environ, spark_jars_dir(), class_path, options,
-                               conf.get("spark.driver.memory"))
+        if known_jars or not packages:  # a JVM that runs Ivy (set-up) is not the one runs start
+            archive = archive_plan(os.environ, spark_jars_dir(), class_path, options,
+                                   conf.get("spark.driver.memory"))
         conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, archive.options]))
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
