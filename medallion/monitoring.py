@@ -4,10 +4,12 @@ A :class:`ProgressCollector` is a ``StreamingQueryListener``: Spark calls it on 
 each micro-batch. The callback only logs one JSON line and buffers a row; writing to Delta from
 inside the callback would run a Spark job on the listener bus thread, which slows the stream or
 deadlocks it. The buffer is written by :meth:`ProgressCollector.flush`, called after each layer
-of a run (or periodically by a long-running service), as an append that Delta makes idempotent
-(``txnAppId`` = the collector's pipeline run, ``txnVersion`` = the flush's number): a flush retried
-after a failure whose commit did in fact land is skipped, never written twice. An append costs the
-same however long the history grows (a MERGE would scan all of it on every flush).
+of a run (or periodically by a long-running service), as a blind append whose commit carries
+the flush's mark (the collector's pipeline run and the flush's number, as ``userMetadata``). A
+flush retried after a failure first looks for its mark in the commits made since its first
+attempt, so a commit that did in fact land is not written twice. Such an append costs the same
+however long the history grows: Delta reads neither the table's files (as a transaction id check
+would, on every flush) nor its rows (as a MERGE would).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -32,7 +34,7 @@ from pyspark.sql.streaming.listener import (
 
 from medallion.config import Settings
 from medallion.live import BatchCallback
-from medallion.sinks.delta import append_batch, ensure_table
+from medallion.sinks.delta import append_marked, ensure_table, marked_since, seen_version
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,18 @@ class RunOutcome:
     idle: bool = False
 
 
+@dataclass
+class _Flush:
+    """One flush's rows, kept until written: a retry writes the same rows under the same mark, and
+    only to the tables where no commit since ``before`` (the versions seen before the first
+    attempt) carries that mark."""
+
+    number: int
+    rows: list[dict[str, Any]]
+    outcomes: list[RunOutcome]
+    before: dict[str, int] = field(default_factory=dict)
+
+
 class ProgressCollector(StreamingQueryListener):
     """Buffers every micro-batch's progress on the driver and writes it to ``_monitoring``."""
 
@@ -103,9 +117,9 @@ class ProgressCollector(StreamingQueryListener):
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._outcomes: list[RunOutcome] = []
-        # A flush that failed keeps its rows and its transaction number for the retry: a retry
-        # of a commit that did land is then skipped by Delta instead of appended again.
-        self._unsent: tuple[int, list[dict[str, Any]], list[RunOutcome]] | None = None
+        # A flush that failed keeps its rows and its number for the retry: a retry of a commit
+        # that did land then finds its mark and is skipped instead of appended again.
+        self._unsent: _Flush | None = None
         self._flushes = 0
         self._behind: dict[str, int] = {}
         self._started: set[str] = set()
@@ -173,7 +187,7 @@ class ProgressCollector(StreamingQueryListener):
     def pending(self) -> int:
         """Rows buffered and not written yet."""
         with self._lock:
-            unsent = len(self._unsent[1]) + len(self._unsent[2]) if self._unsent else 0
+            unsent = len(self._unsent.rows) + len(self._unsent.outcomes) if self._unsent else 0
             return len(self._rows) + len(self._outcomes) + unsent
 
     def flush(self) -> int:
@@ -182,38 +196,41 @@ class ProgressCollector(StreamingQueryListener):
             if self._unsent is None:
                 if not self._rows and all(outcome.idle for outcome in self._outcomes):
                     return 0  # kept: written with the next outcome that is not idle
-                self._unsent = (self._flushes, self._rows, self._outcomes)
+                self._unsent = _Flush(self._flushes, self._rows, self._outcomes)
                 self._flushes += 1
                 self._rows, self._outcomes = [], []
-            number, rows, outcomes = self._unsent
-        # Raises on failure, keeping ``_unsent`` for the next flush (same transaction number).
-        _append(self._session, self.settings, self.pipeline_run, self.trigger, number, rows,
-                outcomes)
+            unsent = self._unsent
+        # Raises on failure, keeping ``_unsent`` for the next flush (same number, same mark).
+        _append(self._session, self.settings, self.pipeline_run, self.trigger, unsent)
         with self._lock:
             self._unsent = None
-        log.debug("monitoring: wrote %d progress rows, %d outcomes", len(rows), len(outcomes))
-        return len(rows)
+        log.debug("monitoring: wrote %d progress rows, %d outcomes", len(unsent.rows),
+                  len(unsent.outcomes))
+        return len(unsent.rows)
 
 
 def _append(spark: SparkSession, settings: Settings, pipeline_run: str, trigger: str,
-            number: int, rows: list[dict[str, Any]], outcomes: list[RunOutcome]) -> None:
+            flush: _Flush) -> None:
     """Append one flush's rows to both monitoring tables, each commit once per (run, number)."""
-    now = utcnow()
-    if rows:
-        path = QUERY_PROGRESS.path(settings)
-        ensure_table(spark, QUERY_PROGRESS, path)
-        frame = spark.createDataFrame([{**row, "recorded_at": now} for row in rows],
-                                      QUERY_PROGRESS.schema)
-        append_batch(frame.coalesce(1), path, f"monitoring-{pipeline_run}", number)
-    if outcomes:
-        path = RUN_OUTCOMES.path(settings)
-        ensure_table(spark, RUN_OUTCOMES, path)
-        frame = spark.createDataFrame(
+    now, mark = utcnow(), f"medallion-monitoring {pipeline_run} {flush.number}"
+    frames = []
+    if flush.rows:
+        frames.append((QUERY_PROGRESS, lambda: spark.createDataFrame(
+            [{**row, "recorded_at": now} for row in flush.rows], QUERY_PROGRESS.schema)))
+    if flush.outcomes:
+        frames.append((RUN_OUTCOMES, lambda: spark.createDataFrame(
             [(pipeline_run, o.table, trigger, o.started_at, o.finished_at, o.succeeded, o.rows_in,
-              o.rows_out, o.error) for o in outcomes],
+              o.rows_out, o.error) for o in flush.outcomes],
             RUN_OUTCOMES.schema,
-        )
-        append_batch(frame.coalesce(1), path, f"monitoring-{pipeline_run}", number)
+        )))
+    for spec, frame in frames:
+        path = spec.path(settings)
+        ensure_table(spark, spec, path)
+        if path not in flush.before:
+            flush.before[path] = seen_version(spark, path)
+        elif marked_since(spark, path, mark, flush.before[path]):
+            continue  # an earlier attempt reached this table, and its commit landed
+        append_marked(frame().coalesce(1), path, mark)
 
 
 def install(spark: SparkSession, settings: Settings, trigger: str = "",

@@ -202,6 +202,40 @@ def append_batch(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     )
 
 
+def append_marked(df: DataFrame, path: str, marker: str) -> None:
+    """Append ``df`` with ``marker`` as the commit's ``userMetadata``, a blind append.
+
+    Unlike :func:`append_batch`, Delta checks no transaction id here, and so does not rebuild the
+    table's state (every file it holds) before committing: the append costs the same however many
+    files the table has. A writer whose retries must not duplicate a commit that did land looks for
+    its marker with :func:`marked_since` before appending again.
+    """
+    df.write.format("delta").mode("append").option("userMetadata", marker).save(path)
+
+
+def seen_version(spark: SparkSession, path: str) -> int:
+    """A version of the Delta table at ``path`` that is not newer than its newest (-1: none yet):
+    the one this session last read, without listing the table's log when it has read it before.
+    Taken before an append, every commit the append can make is newer."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, path).unsafeVolatileSnapshot()
+    return -1 if snapshot is None else int(snapshot.version())
+
+
+def marked_since(spark: SparkSession, path: str, marker: str, version: int) -> bool:
+    """Whether a commit newer than ``version`` of the Delta table at ``path`` has ``marker`` as
+    its ``userMetadata`` (reads only the commits after ``version``)."""
+    newest = table_version(spark, path)
+    if newest <= version:
+        return False
+    history = DeltaTable.forPath(spark, path).history(newest - version)
+    return any(row["userMetadata"] == marker
+               for row in history.select("version", "userMetadata").collect()
+               if int(row["version"]) > version)
+
+
 def _greater(columns: Sequence[str]) -> str:
     """SQL: the source row ``s`` is greater than the target ``t`` by ``columns`` (nulls lowest)."""
     first, rest = f"`{columns[0]}`", columns[1:]
