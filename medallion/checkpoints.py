@@ -46,6 +46,13 @@ class CheckpointState:
     last_planned: int  # the newest offsets/<batch> (-1: none)
     last_committed: int  # the newest commits/<batch> (-1: none)
     shuffle_partitions: int  # fixed by the first batch; the state has one store per partition
+    last_planned_ms: int = 0  # when the newest batch was planned (its batchTimestampMs; 0: unknown)
+
+    @property
+    def replayed(self) -> int | None:
+        """The batch Spark runs first, again (planned, not committed: a run before this one may
+        have written part of it); None when the newest planned batch is committed."""
+        return self.last_planned if self.last_planned > self.last_committed else None
 
 
 def rebuild_advice(table: str) -> str:
@@ -145,14 +152,17 @@ def inspect_checkpoint(spark: SparkSession, table: str, checkpoint: str) -> Chec
         raise CheckpointError(
             table, f"checkpoint {checkpoint} has commits/{last_committed} but no "
             f"offsets/{last_committed}: what that batch read is lost. {rebuild_advice(table)}")
-    partitions = 0
+    partitions, planned_ms = 0, 0
     for batch in planned[-2:]:
         entries = _log_entries(spark, table, f"{checkpoint}/offsets/{batch}", minimum=2)
-        conf = entries[0].get("conf", {}) if isinstance(entries[0], dict) else {}
+        metadata = entries[0] if isinstance(entries[0], dict) else {}
+        conf = metadata.get("conf", {})
         partitions = int(conf.get("spark.sql.shuffle.partitions", partitions))
+        stamp = metadata.get("batchTimestampMs")
+        planned_ms = stamp if isinstance(stamp, int) else 0
     if last_committed >= 0:
         _log_entries(spark, table, f"{checkpoint}/commits/{last_committed}", minimum=1)
-    return CheckpointState(query_id, last_planned, last_committed, partitions)
+    return CheckpointState(query_id, last_planned, last_committed, partitions, planned_ms)
 
 
 def check_state(spark: SparkSession, table: str, checkpoint: str, state: CheckpointState) -> None:

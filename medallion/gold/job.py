@@ -4,10 +4,11 @@ Each gold table of ``conf/pipelines/<name>.yaml`` is compiled into a pure transf
 (:mod:`medallion.gold.compile`) that reads the table's declared input. Tables whose open windows
 analysts need (mode update) are kept by update-mode aggregation, each micro-batch's updated
 windows MERGEd into the table on the declaration's keys with Delta transaction ids (a replayed
-batch is skipped). Closed windows (mode append, the only one Spark allows for sessions) are
-appended, also inside ``foreachBatch`` (where the quality gate runs), with the transaction id the
-streaming Delta sink itself used (query id, batch id), so a checkpoint written by the sink carries
-on exactly once.
+batch is skipped); its quarantine and quality results are marked appends
+(:class:`medallion.sinks.delta.BatchAppends`). Closed windows (mode append, the only one Spark
+allows for sessions) are appended, also inside ``foreachBatch`` (where the quality gate runs),
+with the transaction id the streaming Delta sink itself used (query id, batch id), so a checkpoint
+written by the sink carries on exactly once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
+    BatchAppends,
     append_batch,
     batch_range,
     ensure_table,
@@ -102,6 +104,7 @@ class UpsertWriter:
     quarantine_path: str | None = None
     latest_by: tuple[str, ...] = ()  # of several rows per key in a batch or the table, the greatest
     prune_by: str | None = None  # the key whose batch range bounds the MERGE's scan (window start)
+    appends: BatchAppends = field(default_factory=BatchAppends)  # quarantine, quality results
     _query_id: str | None = field(default=None, repr=False)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -119,11 +122,11 @@ class UpsertWriter:
             rows = measured.rows
             to_write = updated
             if rows and self.gate is not None:
-                outcome = self.gate.check(updated, batch_id, app_id, self._query_id)
+                outcome = self.gate.check(updated, batch_id, app_id, self._query_id, self.appends)
                 rejected = outcome.dropped()
                 if rejected is not None and self.quarantine_path:
-                    append_batch(rejected.transform(with_quarantine_time), self.quarantine_path,
-                                 app_id, batch_id)
+                    self.appends.append(rejected.transform(with_quarantine_time),
+                                        self.quarantine_path, app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
             if rows and self.keys:
                 upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
@@ -166,7 +169,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
-                                latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by)
+                                latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by,
+                                appends=BatchAppends.after(state))
     # A stream-stream join emits each joined row once (Spark allows append only); its MERGE keeps
     # the latest per key. An aggregation MERGEs the windows each batch updated.
     mode = "update" if gold.merge_keys and gold.gold.join is None else "append"

@@ -7,9 +7,10 @@ not advance: after the data or the rule is fixed the same batch runs again); ``d
 split the batch into the rows that move on and the rows for the table's quarantine; ``warn`` is
 recorded only.
 
-Results are appended with Delta transaction ids. A batch that passes uses the writer's app id and
-the batch id, so a replay after a crash records nothing twice; a batch that fails is recorded
-under an app id of its own run, so each failed attempt is visible once, beside the eventual pass.
+Results are appended marked with the writer's app id and the batch id
+(:class:`medallion.sinks.delta.BatchAppends`), so a replay after a crash records nothing twice; a
+batch that fails is recorded under an app id of its own run, so each failed attempt is visible
+once, beside the eventual pass.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 from medallion.quality.evaluate import BatchEvaluation, evaluate_batch, load_great_expectations
 from medallion.quality.results import record_results
 from medallion.quality.spec import ExpectationSpec
+from medallion.sinks.delta import BatchAppends
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,8 @@ class QualityGate:
         # Here, on the thread that starts the queries, not first in a batch's thread beside others.
         load_great_expectations()
 
-    def check(self, frame: DataFrame, batch_id: int, app_id: str, query_id: str) -> GateOutcome:
+    def check(self, frame: DataFrame, batch_id: int, app_id: str, query_id: str,
+              appends: BatchAppends) -> GateOutcome:
         """Evaluate, record, and enforce the expectations on ``frame`` (best persisted)."""
         started = time.monotonic()
         evaluation = evaluate_batch(frame, self.expectations)
@@ -102,7 +105,7 @@ class QualityGate:
         results_app_id = f"{app_id}-failed-{self.run_id}" if failures else app_id
         record_results(frame.sparkSession, self.results_path, evaluation.results,
                        table=self.table.key, run_id=self.run_id, query_id=query_id,
-                       batch_id=batch_id, app_id=results_app_id)
+                       batch_id=batch_id, app_id=results_app_id, appends=appends)
         self.seconds += time.monotonic() - started
         for result in evaluation.results:
             if not result.success:

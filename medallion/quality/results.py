@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from medallion.sinks.delta import append_batch
+from medallion.sinks.delta import BatchAppends
 
 if TYPE_CHECKING:
     from medallion.quality.evaluate import CheckResult
@@ -31,7 +31,8 @@ _ROW_SCHEMA = (
 
 
 def record_results(spark: SparkSession, path: str, results: Sequence[CheckResult], *, table: str,
-                   run_id: str, query_id: str, batch_id: int, app_id: str) -> None:
+                   run_id: str, query_id: str, batch_id: int, app_id: str,
+                   appends: BatchAppends) -> None:
     """Append one row per result, once per (``app_id``, ``batch_id``)."""
     rows = [
         (run_id, query_id, batch_id, table, r.spec.name, r.spec.expectation_type,
@@ -41,4 +42,4 @@ def record_results(spark: SparkSession, path: str, results: Sequence[CheckResult
     ]
     frame = spark.createDataFrame(rows, _ROW_SCHEMA).withColumn("validated_at",
                                                                 F.current_timestamp())
-    append_batch(frame, path, app_id, batch_id)
+    appends.append(frame, path, app_id, batch_id)

@@ -4,8 +4,9 @@ Each silver table of ``conf/pipelines/<name>.yaml`` is compiled (:mod:`medallion
 and fed by a stream of its bronze input. Each micro-batch is split into valid rows and
 quarantined ones, deduplicated against itself and against what the table already holds (scope
 ``table``: a re-delivered row is removed however late it comes, and counted), enriched with the
-dimensions as they stand, gated, and written with Delta transaction ids so that a replayed batch
-changes nothing twice: the batch's metrics row first, then the quarantine, the table last.
+dimensions as they stand, gated, and written so that a replayed batch changes nothing twice: the
+batch's metrics row first, then the quarantine (marked appends, see
+:class:`medallion.sinks.delta.BatchAppends`), the table last, with a Delta transaction id.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
 from medallion.silver.compile import SilverTransforms, batch_times, compile_silver, latest_rows
 from medallion.sinks.delta import (
+    BatchAppends,
     append_batch,
     committed_txn_version,
     ensure_table,
@@ -92,6 +94,7 @@ class SilverBatchWriter:
     duplicates_removed: int = 0
     rows_out: int = 0
     gate: QualityGate | None = None  # the data-quality gate between bronze and silver
+    appends: BatchAppends = field(default_factory=BatchAppends)  # metrics, quarantine, results
     _query_id: str | None = field(default=None, repr=False)
 
     def query_id(self, spark: SparkSession) -> str:
@@ -120,7 +123,8 @@ class SilverBatchWriter:
         settings, flow, compiled = self.settings, self.flow, self.flow.transforms
         table = flow.spec
         app_id = txn_app_id(table.key, self.query_id(spark))
-        if committed_txn_version(spark, table.path(settings), app_id) >= batch_id:
+        if (batch_id == self.appends.replayed
+                and committed_txn_version(spark, table.path(settings), app_id) >= batch_id):
             # The table's write is the batch's last, so the batch is all written and only its
             # commit in the checkpoint was lost. Recomputing it would find every row already known
             # and count them all as duplicates in the run summary; Delta would skip the writes anyway.
@@ -144,7 +148,7 @@ class SilverBatchWriter:
                 duplicates = rows_in - quarantined - rows_out
                 if self.gate is not None:
                     # Before anything is written: a failed `fail` expectation raises here.
-                    outcome = self.gate.check(new_rows, batch_id, app_id, query_id)
+                    outcome = self.gate.check(new_rows, batch_id, app_id, query_id, self.appends)
                     rows_out -= outcome.dropped_count
                     quarantined += outcome.dropped_count
                     to_table = outcome.kept()
@@ -159,8 +163,8 @@ class SilverBatchWriter:
                     "table STRING, query_id STRING, batch_id BIGINT, rows_in BIGINT, "
                     "quarantined BIGINT, duplicates_removed BIGINT, rows_out BIGINT",
                 ).withColumn("recorded_at", F.current_timestamp())
-                append_batch(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
-                append_batch(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
+                self.appends.append(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
+                self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
                 append_batch(to_table, table.path(settings), app_id, batch_id)
             finally:
                 new_rows.unpersist()
@@ -201,12 +205,13 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
                  SILVER_BATCH_METRICS, QUALITY_RESULTS):
         ensure_table(spark, spec, spec.path(settings), settings.table_doc(spec.key))
     # The table's own write is the batch's last, so its transaction id says how far it got.
-    guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
-                     app_id=lambda query_id: txn_app_id(table.key, query_id))
+    state = guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
+                             app_id=lambda query_id: txn_app_id(table.key, query_id))
     expectations = settings.expectations_of(table.key)
     gate = QualityGate(table, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
-    writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate)
+    writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate,
+                               appends=BatchAppends.after(state))
     stream = read_table_stream(spark, flow.input.path(settings),
                                settings.streaming.max_files_per_trigger
                                ).select(*flow.input_columns)

@@ -5,6 +5,12 @@ table's log). Writes made inside ``foreachBatch`` are made idempotent with Delta
 identifiers: ``txnAppId`` (derived from the query id kept in the checkpoint) and ``txnVersion``
 (the batch id). Delta skips a write whose (app id, version) it has already committed, so a batch
 replayed after a crash changes no table twice.
+
+Delta answers that check from the table's whole state, rebuilt for each new version: a few Spark
+jobs before every such write. A batch writes its table (and records the transaction id there)
+with the check; its other appends (metrics, quarantine, quality results) go through
+:class:`BatchAppends`, which checks nothing on a batch's first attempt, the usual case, and on
+the replay of a batch looks for the mark its earlier attempt left in each commit.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from medallion.checkpoints import (
 from medallion.config import Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
+from medallion.idle import newest_table_version
 from medallion.pipeline.model import TableDoc
 from medallion.tables import TableSpec
 
@@ -234,6 +241,70 @@ def marked_since(spark: SparkSession, path: str, marker: str, version: int) -> b
     return any(row["userMetadata"] == marker
                for row in history.select("version", "userMetadata").collect()
                if int(row["version"]) > version)
+
+
+# How far before a batch's planning its replay looks for its earlier attempt's commits: the writer
+# that made them may have run on another host than the one that planned the batch (clock skew).
+_CLOCK_SKEW_MS = 10 * 60 * 1000
+
+
+def marked_after(spark: SparkSession, path: str, marker: str, since_ms: int) -> bool:
+    """Whether a commit of the Delta table at ``path`` made at ``since_ms`` or later has
+    ``marker`` as its ``userMetadata``.
+
+    Reads the table's commit files from the newest back to the first one older than
+    ``since_ms`` (by its ``commitInfo.timestamp``, the writing driver's clock) or one no longer
+    kept: the search costs the commits made since then, not the table's history.
+    """
+    for version in range(newest_table_version(spark, path), -1, -1):
+        file = f"{path}/_delta_log/{version:020d}.json"
+        if not path_exists(spark, file):
+            return False  # cleaned up with the log's old entries
+        info: dict[str, Any] = {}
+        for line in read_text(spark, file).splitlines():
+            if line.startswith('{"commitInfo"'):
+                info = json.loads(line)["commitInfo"]
+                break
+        if info.get("userMetadata") == marker:
+            return True
+        if int(info.get("timestamp", 0)) < since_ms:
+            return False
+    return False
+
+
+@dataclass(frozen=True)
+class BatchAppends:
+    """How a ``foreachBatch`` writer appends a batch to tables other than its own, once.
+
+    Each such append is a blind one (no transaction id for Delta to check), marked with the
+    writer's app id and the batch id in the commit's ``userMetadata``. Only the batch the
+    checkpoint planned and did not commit (``replayed``: Spark runs it first when the query
+    starts) can have been written before, by a run that died; its appends first look for their
+    mark among the commits made since the batch was planned (``planned_ms``, less a margin for
+    clock skew), and skip a table that has it. Any later batch is a first attempt.
+    """
+
+    replayed: int | None = None
+    planned_ms: int = 0
+
+    @classmethod
+    def after(cls, state: CheckpointState | None) -> BatchAppends:
+        """For a query starting from the checkpoint ``state`` (None: a new checkpoint)."""
+        if state is None or state.replayed is None:
+            return cls()
+        return cls(state.replayed, state.last_planned_ms)
+
+    def append(self, df: DataFrame, path: str, app_id: str, batch_id: int) -> bool:
+        """Append ``df`` to the Delta table at ``path`` for batch ``batch_id`` of the writer
+        ``app_id`` unless that batch's earlier attempt did; whether it appended."""
+        marker = f"medallion-batch {app_id} {batch_id}"
+        if batch_id == self.replayed and marked_after(df.sparkSession, path, marker,
+                                                       self.planned_ms - _CLOCK_SKEW_MS):
+            log.info("%s: batch %d of %s was appended before the run that wrote it died; "
+                     "not again", path, batch_id, app_id)
+            return False
+        append_marked(df, path, marker)
+        return True
 
 
 def _greater(columns: Sequence[str]) -> str:
