@@ -93,29 +93,58 @@ def ivy_home() -> Path:
     return Path(configured).expanduser().resolve() if configured else Path.home() / ".ivy2.5.2"
 
 
+MANIFEST_HEADER = "# packages "
+
+
 def _jars_manifest(packages: list[str]) -> Path:
-    digest = hashlib.sha256(",".join(packages).encode()).hexdigest()[:16]
+    # the set, not its order: set-up and a run may list the same packages in another order
+    digest = hashlib.sha256(",".join(sorted(packages)).encode()).hexdigest()[:16]
     return ivy_home() / "medallion" / f"jars-{digest}.txt"
+
+
+def _read_manifest(manifest: Path) -> tuple[frozenset[str], list[str]] | None:
+    """The package set a manifest was recorded for and its jars, if every jar still exists."""
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    if not lines or not lines[0].startswith(MANIFEST_HEADER):
+        return None  # not written by this version: resolve again, which rewrites it
+    packages = frozenset(filter(None, lines[0].removeprefix(MANIFEST_HEADER).split(",")))
+    jars = [line for line in lines[1:] if line.strip()]
+    return (packages, jars) if jars and all(Path(jar).is_file() for jar in jars) else None
 
 
 def resolved_jars(packages: list[str]) -> list[str] | None:
     """The local jars ``packages`` resolved to at an earlier session start, if all still exist.
 
-    Handing these to Spark as ``spark.jars`` spares every later start Ivy's resolution (seconds
-    of start-up, and its report on the console); a missing file means resolving again.
+    Handing these to Spark spares every later start Ivy's resolution (seconds of start-up, its
+    report on the console, and 600 MB of jars copied into a scratch folder); a missing file
+    means resolving again. A set resolved together with more packages serves too: set-up
+    resolves the Kafka connector with the rest, and a run without Kafka uses those jars (the
+    smallest such set, so a Thrift server's extra jars stay out of a pipeline run's JVM).
     """
-    manifest = _jars_manifest(packages)
-    try:
-        jars = manifest.read_text(encoding="utf-8").split()
-    except OSError:
-        return None
-    return jars if jars and all(Path(jar).is_file() for jar in jars) else None
+    exact = _read_manifest(_jars_manifest(packages))
+    if exact is not None:
+        return exact[1]
+    wanted = set(packages)
+    supersets = []
+    for manifest in sorted((ivy_home() / "medallion").glob("jars-*.txt")):
+        recorded = _read_manifest(manifest)
+        if recorded is not None and wanted <= recorded[0]:
+            supersets.append((len(recorded[0]), manifest.name, recorded[1]))
+    return min(supersets)[2] if supersets else None
 
 
 def remember_jars(packages: list[str], spark: SparkSession) -> None:
     """Record the local jars Ivy resolved ``packages`` to, for :func:`resolved_jars`."""
-    jars = [j.removeprefix("file://").removeprefix("file:")
-            for j in (spark.sparkContext.getConf().get("spark.jars") or "").split(",") if j]
+    record_jars(packages, [j.removeprefix("file://").removeprefix("file:")
+                           for j in (spark.sparkContext.getConf().get("spark.jars") or "").split(",")
+                           if j])
+
+
+def record_jars(packages: list[str], jars: list[str]) -> None:
+    """Write the manifest of ``packages``: the package list, then the local jars, one a line."""
     home = str(ivy_home())
     if not jars or not all(jar.startswith(home) for jar in jars):
         return  # resolved into another Ivy home (a JVM given another user.home): not ours to list
@@ -123,7 +152,8 @@ def remember_jars(packages: list[str], spark: SparkSession) -> None:
     try:
         manifest.parent.mkdir(parents=True, exist_ok=True)
         partial = manifest.with_name(f".{manifest.name}.{os.getpid()}")
-        partial.write_text("\n".join(jars) + "\n", encoding="utf-8")
+        partial.write_text("\n".join([MANIFEST_HEADER + ",".join(packages), *jars]) + "\n",
+                           encoding="utf-8")
         os.replace(partial, manifest)  # a reader never sees half a list
     except OSError as exc:  # a read-only home: resolve at every start, as before
         log.debug("could not record the resolved jars in %s: %s", manifest, exc)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion.spark import IVY_HOME_ENV
+from medallion.config import load_settings
+from medallion.spark import IVY_HOME_ENV, jvm_packages, resolved_jars
 from tests.conftest import REPO
 
 SLF4J = "org/slf4j/slf4j-api/2.0.16"
@@ -32,10 +33,11 @@ def _home_with_a_pom_without_its_jar(home: Path) -> None:
 
 @pytest.mark.slow
 def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poisoned_m2(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     _home_with_a_pom_without_its_jar(home)
     env = {k: v for k, v in os.environ.items() if k not in (IVY_HOME_ENV, "PYSPARK_PYTHON")}
+    env[IVY_HOME_ENV] = str(home / ".ivy2.5.2")
     # Every JVM (Spark's Ivy included) takes this as the user's home: ~/.m2 and ~/.ivy2.5.2 are
     # the ones made above, so nothing cached on this machine can help.
     env["JAVA_TOOL_OPTIONS"] = f"-Duser.home={home}"
@@ -51,3 +53,17 @@ def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poiso
     # the pom in ~/.m2 is still alone: resolution neither read nor wrote the Maven repository
     assert sorted(p.name for p in (home / ".m2" / "repository" / SLF4J).iterdir()) == [
         "slf4j-api-2.0.16.pom"]
+
+    # Both sets the runs ask for start from what set-up recorded, without Ivy: a Kafka run's
+    # (the same packages, in its own order) and a files-only run's (the same less the connector).
+    monkeypatch.setenv(IVY_HOME_ENV, env[IVY_HOME_ENV])
+    settings = load_settings(landing=str(tmp_path / "landing"), lakehouse=str(tmp_path / "lh"))
+    files_only = jvm_packages(settings)
+    kafka_run = load_settings(landing=str(tmp_path / "landing"), lakehouse=str(tmp_path / "lh"),
+                              events_kind="kafka")
+    with_kafka = jvm_packages(kafka_run)
+    assert settings.uses_kafka is False and len(with_kafka) == len(files_only) + 1
+    for packages in (files_only, with_kafka):
+        jars = resolved_jars(packages)
+        assert jars is not None, packages
+        assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.0.jar" in {Path(j).name for j in jars}
