@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -122,6 +123,12 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
     if known:
         return known
     text = str(exc).strip()
+    python = python_error(text)
+    if python:  # a batch function raised: Spark's own lines stop at "Traceback (most recent ...)"
+        root = root_cause(exc)
+        if root and "Python Proxy" not in root and root not in python:
+            python = f"{python} (root cause: {root})"
+        return python[:2000]
     first = next((line.strip() for line in text.splitlines() if line.strip() and not line.strip()
                   .startswith(("Traceback", "File ", "JVM stacktrace"))), type(exc).__name__)
     # Kafka's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
@@ -136,6 +143,35 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
     if root and root not in first:
         first = f"{first} (root cause: {root})"
     return first[:2000]
+
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def python_error(text: str) -> str | None:
+    """The Python exception in a JVM error's text, as ``Type: message (at file:line, in f)``.
+
+    A ``foreachBatch`` function that raises reaches the query as Spark's
+    ``FOREACH_BATCH_USER_FUNCTION_ERROR``, whose first line ends at the traceback's header; the
+    exception's type and message (and where it was raised) are further down. With chained
+    exceptions the last traceback is the one that ended the batch.
+    """
+    start = text.rfind(TRACEBACK)
+    if start < 0:
+        return None
+    where = ""
+    lines = text[start + len(TRACEBACK):].splitlines()
+    for number, line in enumerate(lines):
+        frame = re.match(r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', line)
+        if frame:
+            where = f"{frame['file']}:{frame['line']}, in {frame['func']}"
+        elif line.strip() and not line[0].isspace():
+            error = line.strip()
+            following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+            if error.startswith("py4j.protocol.Py4JJavaError") and following.startswith(": "):
+                error += following  # Py4J's line names the JVM call; the JVM's error follows
+            return f"{error} (at {where})" if where else error
+    return None
 
 
 @contextmanager
