@@ -231,16 +231,30 @@ def seen_version(spark: SparkSession, path: str) -> int:
     return -1 if snapshot is None else int(snapshot.version())
 
 
+def _commits_newest_first(spark: SparkSession, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The ``commitInfo`` of each commit of the Delta table at ``path``, newest first, read from
+    its commit files (no snapshot is built); ends at the first commit no longer kept."""
+    for version in range(newest_table_version(spark, path), -1, -1):
+        file = f"{path}/_delta_log/{version:020d}.json"
+        if not path_exists(spark, file):
+            return  # cleaned up with the log's old entries
+        info: dict[str, Any] = {}
+        for line in read_text(spark, file).splitlines():
+            if line.startswith('{"commitInfo"'):
+                info = json.loads(line)["commitInfo"]
+                break
+        yield version, info
+
+
 def marked_since(spark: SparkSession, path: str, marker: str, version: int) -> bool:
     """Whether a commit newer than ``version`` of the Delta table at ``path`` has ``marker`` as
     its ``userMetadata`` (reads only the commits after ``version``)."""
-    newest = table_version(spark, path)
-    if newest <= version:
-        return False
-    history = DeltaTable.forPath(spark, path).history(newest - version)
-    return any(row["userMetadata"] == marker
-               for row in history.select("version", "userMetadata").collect()
-               if int(row["version"]) > version)
+    for newer, info in _commits_newest_first(spark, path):
+        if newer <= version:
+            return False
+        if info.get("userMetadata") == marker:
+            return True
+    return False
 
 
 # How far before a batch's planning its replay looks for its earlier attempt's commits: the writer
@@ -252,19 +266,11 @@ def marked_after(spark: SparkSession, path: str, marker: str, since_ms: int) -> 
     """Whether a commit of the Delta table at ``path`` made at ``since_ms`` or later has
     ``marker`` as its ``userMetadata``.
 
-    Reads the table's commit files from the newest back to the first one older than
-    ``since_ms`` (by its ``commitInfo.timestamp``, the writing driver's clock) or one no longer
-    kept: the search costs the commits made since then, not the table's history.
+    Reads the table's commits from the newest back to the first one older than ``since_ms``
+    (by its ``commitInfo.timestamp``, the writing driver's clock) or one no longer kept: the
+    search costs the commits made since then, not the table's history.
     """
-    for version in range(newest_table_version(spark, path), -1, -1):
-        file = f"{path}/_delta_log/{version:020d}.json"
-        if not path_exists(spark, file):
-            return False  # cleaned up with the log's old entries
-        info: dict[str, Any] = {}
-        for line in read_text(spark, file).splitlines():
-            if line.startswith('{"commitInfo"'):
-                info = json.loads(line)["commitInfo"]
-                break
+    for _, info in _commits_newest_first(spark, path):
         if info.get("userMetadata") == marker:
             return True
         if int(info.get("timestamp", 0)) < since_ms:
