@@ -123,18 +123,18 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
     if known:
         return known
     text = str(exc).strip()
-    python = python_error(text)
-    if python:  # a batch function raised: Spark's own lines stop at "Traceback (most recent ...)"
-        root = root_cause(exc)
-        if root and "Python Proxy" not in root and root not in python:
-            python = f"{python} (root cause: {root})"
-        return python[:2000]
     first = next((line.strip() for line in text.splitlines() if line.strip() and not line.strip()
                   .startswith(("Traceback", "File ", "JVM stacktrace"))), type(exc).__name__)
     # Kafka's data loss is told deep in the JVM trace: bring topic, partition, offsets up.
     loss = describe_kafka_failure(f"{text}\n{getattr(exc, '_stackTrace', '') or ''}")
     if loss:
         return f"{loss} [{first[:1000]}]"
+    python = python_error(text)
+    if python:  # a batch function raised: Spark's own lines stop at "Traceback (most recent ...)"
+        root = root_cause(exc)
+        if root and "Python Proxy" not in root and root not in python:
+            python = f"{python} (root cause: {root})"
+        return python[:2000]
     java = getattr(exc, "java_exception", None)
     if java is not None:  # Py4J's own first line only names the JVM call; the exception says more
         with contextlib.suppress(Exception):  # the JVM may be gone: keep Py4J's line
