@@ -211,15 +211,19 @@ def measure_increment(root: str, history: int, increment: int, repeats: int = 1)
                      with_customers=fresh and not history)
     spark = build_session(settings)
     run_pipeline(spark, settings, Layer.ALL, Trigger())  # the history (if new) and the warm-up
+    # Each compilation of generated code (Janino) costs the driver 5-50 ms; a warm session should
+    # find most of an increment's code in Spark's cache (spark.sql.codegen.cache.maxEntries).
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     seconds = []
     for day in range(repeats):
         generate_landing(settings.paths.landing,
                          events_spec(increment, 4, f"increment-{day}",
                                      INCREMENT_START + timedelta(days=day)), with_customers=False)
-        began = time.perf_counter()
+        began, classes = time.perf_counter(), compiled.getCount()
         runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
         seconds.append(time.perf_counter() - began)
-        print(f"history {history}, increment {day + 1}: {seconds[-1]:.1f}s: "
+        print(f"history {history}, increment {day + 1}: {seconds[-1]:.1f}s, "
+              f"{compiled.getCount() - classes} classes compiled: "
               + ", ".join(f"{run.table} {run.seconds:.1f}s ({run.batches} batches)"
                           for run in runs if run.batches), flush=True)
     spark.stop()
