@@ -213,7 +213,9 @@ def measure_increment(root: str, history: int, increment: int, repeats: int = 1)
     run_pipeline(spark, settings, Layer.ALL, Trigger())  # the history (if new) and the warm-up
     # Each compilation of generated code (Janino) costs the driver 5-50 ms; a warm session should
     # find most of an increment's code in Spark's cache (spark.sql.codegen.cache.maxEntries).
-    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     seconds = []
     for day in range(repeats):
         generate_landing(settings.paths.landing,
