@@ -76,7 +76,7 @@ kafka-down: ## stop the local Kafka broker
 
 kafka-demo: setup ## publish sample events to the local broker and run them to gold
 	$(BIN)/medallion produce --events 5000 --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
-	$(BIN)/medallion run all --events-from kafka --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
+	$(BIN)/medallion run all --read-from kafka --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
 	$(BIN)/medallion show --limit 10
 
 # ---- S3: the local S3-compatible server, and the buckets of an environment ------------------

@@ -60,8 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", parents=[common], help="process everything new through a layer")
     run.add_argument("layer", choices=["bronze", "silver", "gold", "publish", "all"])
     run.add_argument("--trigger", help="available-now (default), once, or processing-time=<interval>")
-    run.add_argument("--events-from", choices=["files", "kafka"],
-                     help="bronze events from landing files or Kafka topics (sources.events_kind)")
+    run.add_argument("--read-from", "--events-from", dest="read_from", choices=["files", "kafka"],
+                     help="of a source and its alternatives, the declared active one or the Kafka "
+                          "one (sources.read_from; --events-from: its former name)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
     run.add_argument("--pipeline", action="append", metavar="NAME",
                      help="run only this declared pipeline (repeatable; default: every one)")
@@ -190,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(env=args.env, conf_dir=args.conf_dir, landing=args.landing,
                          lakehouse=args.lakehouse, trigger=getattr(args, "trigger", None),
-                         events_kind=getattr(args, "events_from", None),
+                         read_from=getattr(args, "read_from", None),
                          kafka_bootstrap=getattr(args, "bootstrap_servers", None))
 
 

@@ -13,6 +13,7 @@ the engine runs; they are loaded and validated with the settings (``Settings.pip
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -41,11 +42,14 @@ if TYPE_CHECKING:
         TableDoc,
     )
 
+log = logging.getLogger(__name__)
+
 ENV_VAR_ENV = "MEDALLION_ENV"
 ENV_VAR_CONF_DIR = "MEDALLION_CONF_DIR"
 ENV_VAR_LANDING = "MEDALLION_LANDING"
 ENV_VAR_LAKEHOUSE = "MEDALLION_LAKEHOUSE"
-ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"
+ENV_VAR_READ_FROM = "MEDALLION_READ_FROM"
+ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"  # read_from's former name, still read
 ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
@@ -194,8 +198,10 @@ class ThriftSettings:
         return self.host in LOOPBACK_HOSTS
 
 
-class EventsKind(str, Enum):
-    """Where bronze takes events from: landing files (``bronze/events``) or Kafka topics."""
+class ReadFrom(str, Enum):
+    """Of a source and its alternatives (``alternative_to``), which one lands data: ``files``, the
+    one its declaration marks ``active`` (the default pipeline's landing files); ``kafka``, the
+    Kafka one, where the group has one."""
 
     FILES = "files"
     KAFKA = "kafka"
@@ -332,7 +338,7 @@ class Settings:
     quality: QualitySettings = field(default_factory=lambda: QualitySettings())
     catalog: CatalogSettings = CatalogSettings()
     thrift: ThriftSettings = ThriftSettings()
-    events_kind: EventsKind = EventsKind.FILES
+    read_from: ReadFrom = ReadFrom.FILES
     kafka: KafkaSettings = KafkaSettings()
     s3: S3Settings = S3Settings()
     state_store: StateStoreSettings = StateStoreSettings()
@@ -391,7 +397,7 @@ class Settings:
     def active_sources(self, pipeline: PipelineSpec) -> tuple[SourceSpec, ...]:
         """The sources of ``pipeline`` that land data in this configuration: every source without
         alternatives, and of a source and its alternatives the one that runs. With
-        ``sources.events_kind: kafka`` that is the Kafka one where a group has one; otherwise the
+        ``sources.read_from: kafka`` that is the Kafka one where a group has one; otherwise the
         one the declaration marks ``active``."""
         chosen = []
         for source in pipeline.sources:
@@ -399,7 +405,7 @@ class Settings:
                 continue
             group = (source, *(s for s in pipeline.sources if s.alternative_to == source.name))
             kafka = [s for s in group if s.format.value == "kafka"]
-            if len(group) > 1 and self.events_kind is EventsKind.KAFKA and kafka:
+            if len(group) > 1 and self.read_from is ReadFrom.KAFKA and kafka:
                 chosen.append(kafka[0])
             elif len(group) > 1:
                 chosen.append(next(s for s in group if s.active))
@@ -440,7 +446,7 @@ class Settings:
     def uses_kafka(self) -> bool:
         """Whether a job reads or writes Kafka (the session then needs the Kafka connector)."""
         reads = any(s.format.value == "kafka" for p in self.pipelines for s in self.active_sources(p))
-        return reads or self.events_kind is EventsKind.KAFKA or bool(self.kafka.publish)
+        return reads or bool(self.kafka.publish)
 
     def table_path(self, layer: str, table: str) -> str:
         """Path of a Delta table: ``<lakehouse>/<layer>/<table>``."""
@@ -882,13 +888,35 @@ def parse_quality(tree: Mapping[str, Any], origin: Any) -> QualitySettings:
     return QualitySettings(enabled=enabled)
 
 
+def _read_from(reader: _Reader, section: Mapping[str, Any], source: _Source) -> ReadFrom:
+    """``sources.read_from``. Its former name ``sources.events_kind`` (or
+    ``$MEDALLION_EVENTS_KIND``) still counts, with a warning, unless both are set differently.
+    (``--events-from`` is another spelling of ``--read-from``.)"""
+    key, old = "sources.read_from", "sources.events_kind"
+    values = {name: reader.string(section, name) for name in (key, old)
+              if name.rpartition(".")[2] in section}
+    for name, text in values.items():
+        try:
+            ReadFrom(text.lower())
+        except ValueError:
+            raise ConfigError(name, source.of(name), f"{text!r} is not one of files, kafka") from None
+    if old in values:
+        if key in values and values[key].lower() != values[old].lower():
+            raise ConfigError(old, source.of(old),
+                              f"is {values[old]!r} but {key} ({source.of(key)}) is "
+                              f"{values[key]!r}; {old} is that key's former name: keep {key}")
+        log.warning("%s (%s) is now called %s; the former name still works", old, source.of(old),
+                    key)
+    return ReadFrom(values.get(key, values.get(old, "files")).lower())
+
+
 def load_settings(
     env: str | None = None,
     conf_dir: str | Path | None = None,
     landing: str | None = None,
     lakehouse: str | None = None,
     trigger: str | None = None,
-    events_kind: str | None = None,
+    read_from: str | None = None,
     kafka_bootstrap: str | None = None,
 ) -> Settings:
     """Load and validate the settings of environment ``env`` (default ``$MEDALLION_ENV`` or local)."""
@@ -918,9 +946,10 @@ def load_settings(
             source.merge(tree, {"paths": {key: value}}, f"--{key}")
     for override, section, key, origin in (
         (os.environ.get(ENV_VAR_EVENTS_KIND), "sources", "events_kind", f"${ENV_VAR_EVENTS_KIND}"),
+        (os.environ.get(ENV_VAR_READ_FROM), "sources", "read_from", f"${ENV_VAR_READ_FROM}"),
         (os.environ.get(ENV_VAR_KAFKA_BOOTSTRAP), "kafka", "bootstrap_servers",
          f"${ENV_VAR_KAFKA_BOOTSTRAP}"),
-        (events_kind, "sources", "events_kind", "--events-from"),
+        (read_from, "sources", "read_from", "--read-from"),
         (kafka_bootstrap, "kafka", "bootstrap_servers", "--bootstrap-servers"),
     ):
         if override:
@@ -993,7 +1022,7 @@ def load_settings(
 
     pipelines = load_declared_pipelines(directory, env)
     file_sources = sorted({s.name for p in pipelines for s in p.sources if s.format.value != "kafka"})
-    sources_section = reader.section("sources", {*file_sources, "events_kind"})
+    sources_section = reader.section("sources", {*file_sources, "read_from", "events_kind"})
     # sources.<name>: where this environment's landing zone keeps a declared file source's files,
     # when not at the folder its declaration names.
     sources = {
@@ -1001,19 +1030,14 @@ def load_settings(
                              source.of(f"sources.{name}"))
         for name in file_sources if name in sources_section
     }
-    kind_text = reader.string(sources_section, "sources.events_kind", "files")
-    try:
-        kind = EventsKind(kind_text.lower())
-    except ValueError:
-        raise ConfigError("sources.events_kind", source.of("sources.events_kind"),
-                          f"{kind_text!r} is not one of files, kafka") from None
+    read_from = _read_from(reader, sources_section, source)
     _refuse_moved_to_pipelines(tree, source, pipelines, env)
     quality = parse_quality(tree, source.of)
     tables = declared_tables(pipelines)
     catalog = _catalog_settings(reader, paths, spark, tables)
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
-                    catalog=catalog, thrift=thrift, quality=quality, events_kind=kind,
+                    catalog=catalog, thrift=thrift, quality=quality, read_from=read_from,
                     kafka=_kafka_settings(reader, source, tables), s3=_read_s3(reader, source),
                     state_store=_state_store(reader), maintenance=_maintenance(reader, tables),
                     pipelines=pipelines)

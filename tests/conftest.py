@@ -36,7 +36,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
     Built with Kafka configured, so the session has Spark's Kafka connector for the Kafka tests.
     """
-    settings = make_settings(tmp_path_factory.mktemp("session"), events_kind="kafka")
+    settings = make_settings(tmp_path_factory.mktemp("session"), read_from="kafka")
     session = build_session(settings, register_tables=False)
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session

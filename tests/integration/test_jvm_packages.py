@@ -60,7 +60,7 @@ def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poiso
     settings = load_settings(landing=str(tmp_path / "landing"), lakehouse=str(tmp_path / "lh"))
     files_only = jvm_packages(settings)
     kafka_run = load_settings(landing=str(tmp_path / "landing"), lakehouse=str(tmp_path / "lh"),
-                              events_kind="kafka")
+                              read_from="kafka")
     with_kafka = jvm_packages(kafka_run)
     assert settings.uses_kafka is False and len(with_kafka) == len(files_only) + 1
     for packages in (files_only, with_kafka):

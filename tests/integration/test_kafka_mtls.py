@@ -124,7 +124,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
 
 def _settings(root: Path, secured: SecuredBroker, **security: str) -> Settings:
     overlay = {
-        "sources": {"events_kind": "kafka"},
+        "sources": {"read_from": "kafka"},
         "kafka": {"bootstrap_servers": secured.broker.bootstrap,
                   "security": {"protocol": "SSL",
                                "truststore_location": str(secured.pki.truststore),

@@ -103,7 +103,7 @@ def expected_segment_revenue(events: dict[str, dict]) -> set[tuple[str, str, int
 
 
 def kafka_settings(root: Path, broker: Broker, topic: str, **kafka: object) -> Settings:
-    settings = make_settings(root, events_kind="kafka", kafka_bootstrap=broker.bootstrap)
+    settings = make_settings(root, read_from="kafka", kafka_bootstrap=broker.bootstrap)
     return with_kafka_topics(replace(settings, kafka=replace(settings.kafka, **kafka)), topic)
 
 

@@ -33,7 +33,7 @@ def _conf_dir(root: Path, broker: Broker, topic: str, **kafka: object) -> Path:
     """A conf dir: the repo's base.yaml plus a local overlay pointing at the test's topic."""
     conf = root / "conf"
     copy_base_conf(conf)
-    lines = ["spark:", "  master: local[1]", "sources:", "  events_kind: kafka", "kafka:",
+    lines = ["spark:", "  master: local[1]", "sources:", "  read_from: kafka", "kafka:",
              f"  bootstrap_servers: {broker.bootstrap}"]
     lines += [f"  {key}: {value}" for key, value in kafka.items() if key != "client_options"]
     if "client_options" in kafka:
@@ -141,7 +141,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
                                               caplog: pytest.LogCaptureFixture) -> None:
     topic = "rel.aged"
     kafka_broker.create_topic(topic, 1)
-    settings = make_settings(tmp_path, events_kind="kafka", kafka_bootstrap=kafka_broker.bootstrap)
+    settings = make_settings(tmp_path, read_from="kafka", kafka_bootstrap=kafka_broker.bootstrap)
     settings = with_kafka_topics(settings, topic)
     first, second = _lines("a", 5), _lines("b", 5)
     send_lines(settings.kafka, topic, first)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, EventsKind, KafkaProtocol, load_settings
+from medallion.config import ConfigError, KafkaProtocol, ReadFrom, load_settings
 from medallion.sources.kafka import (
     describe_data_loss,
     describe_kafka_failure,
@@ -30,14 +31,14 @@ def _load(tmp_path: Path, overlay: str, **kw: str):  # type: ignore[no-untyped-d
 
 def test_defaults_read_files_and_leave_the_kafka_connector_out(tmp_path: Path) -> None:
     settings = _load(tmp_path, "")
-    assert settings.events_kind is EventsKind.FILES
+    assert settings.read_from is ReadFrom.FILES
     assert not settings.uses_kafka
     assert kafka_packages(settings) == ()
 
 
 def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None:
     settings = _load(tmp_path, "kafka:\n  max_offsets_per_trigger: 50\n",
-                     events_kind="kafka", kafka_bootstrap="127.0.0.1:1234")
+                     read_from="kafka", kafka_bootstrap="127.0.0.1:1234")
     assert settings.uses_kafka
     assert kafka_packages(settings) == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",)
     assert [s.topics for s in settings.kafka_sources()] == [("medallion.events",)]
@@ -61,13 +62,43 @@ def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None
     ("kafka:\n  publish:\n    - {table: bronze/events, topic: t}\n", "kafka.publish[0].table"),
     ("kafka:\n  publish:\n    - {table: silver/events, topic: t, key: [nope]}\n",
      "kafka.publish[0].key"),
+    ("sources:\n  read_from: pigeons\n", "sources.read_from"),
     ("sources:\n  events_kind: pigeons\n", "sources.events_kind"),
+    ("sources:\n  read_from: kafka\n  events_kind: files\n", "sources.events_kind"),
 ])
 def test_bad_kafka_configuration_names_key_and_file(tmp_path: Path, overlay: str, key: str) -> None:
     with pytest.raises(ConfigError) as error:
         _load(tmp_path, overlay)
     assert error.value.key == key
     assert error.value.source.endswith("local.yaml")
+
+
+def test_read_from_former_names_still_choose_kafka_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Configurations and scripts written with ``sources.events_kind`` (and
+    ``$MEDALLION_EVENTS_KIND``) keep working; the warning names the key's new name."""
+    with caplog.at_level(logging.WARNING, logger="medallion.config"):
+        from_file = _load(tmp_path, "sources:\n  events_kind: kafka\n")
+    assert from_file.read_from is ReadFrom.KAFKA
+    assert [s.name for s in from_file.active_sources(from_file.pipelines[0])][0] == "events_kafka"
+    assert "sources.events_kind" in caplog.text and "now called sources.read_from" in caplog.text
+    monkeypatch.setenv("MEDALLION_EVENTS_KIND", "kafka")
+    assert _load(tmp_path, "").read_from is ReadFrom.KAFKA
+    # the new name, set the same way, agrees with the former one
+    assert _load(tmp_path, "sources:\n  read_from: kafka\n").read_from is ReadFrom.KAFKA
+
+
+def test_kafka_read_from_without_a_kafka_alternative_needs_no_connector(tmp_path: Path) -> None:
+    """``read_from: kafka`` picks the Kafka alternative where a source has one. The orders
+    pipeline has none, so run alone it reads its files, and the session needs no connector."""
+    settings = _load(tmp_path, "", read_from="kafka")
+    assert settings.uses_kafka
+    orders = settings.only(["orders"])
+    assert orders.read_from is ReadFrom.KAFKA
+    assert [s.format.value for s in orders.active_sources(orders.pipelines[0])] == ["csv"] * len(
+        orders.pipelines[0].sources)
+    assert not orders.uses_kafka
+    assert kafka_packages(orders) == ()
 
 
 def test_the_old_kafka_topics_key_is_refused_with_where_topics_went(tmp_path: Path) -> None:
@@ -82,7 +113,7 @@ def test_a_pipeline_overlay_sets_the_topics_its_kafka_source_subscribes(tmp_path
     (conf / "pipelines" / "events.local.yaml").write_text(
         "sources:\n  events_kafka:\n    topics: [a, b]\n")
     settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "l"),
-                             lakehouse=str(tmp_path / "h"), events_kind="kafka")
+                             lakehouse=str(tmp_path / "h"), read_from="kafka")
     assert [s.topics for s in settings.kafka_sources()] == [("a", "b")]
     assert settings.uses_kafka
 
