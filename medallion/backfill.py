@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from medallion.bronze.job import bronze_spec, landing_folder
 from medallion.bronze.transforms import shape_bronze
+from medallion.catalog import has_entry
 from medallion.config import Settings, Trigger, parse_duration_seconds
 from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
@@ -384,7 +385,7 @@ def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
     """Delete the plan's tables and checkpoints, then ``run`` the layers from the first concerned."""
     layers = list(LAYERS[LAYERS.index(plan.first_layer):])  # known before anything is deleted
     for spec in plan.rewrites:  # catalog entries first: Delta cannot resolve a deleted table
-        if spark.catalog.tableExists(spec.qualified_name):
+        if has_entry(spark, spec.qualified_name):
             spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
     for spec in plan.rewrites:
         for folder in (spec.path(settings), spec.checkpoint(settings)):

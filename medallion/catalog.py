@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
@@ -124,6 +125,21 @@ def table_comment(spec: TableSpec, doc: TableDoc | None) -> str:
     return doc.comment if doc and doc.comment else spec.comment
 
 
+# Delta's answer for an entry whose location holds no table any more (its folder deleted).
+_GONE = "DELTA_PATH_DOES_NOT_EXIST"
+
+
+def has_entry(spark: SparkSession, name: str) -> bool:
+    """Whether the catalog has an entry ``name``, also one whose Delta table is gone from its
+    location: for that one Delta raises ``DELTA_PATH_DOES_NOT_EXIST`` instead of answering."""
+    try:
+        return spark.catalog.tableExists(name)
+    except AnalysisException as exc:
+        if exc.getCondition() == _GONE:
+            return True
+        raise
+
+
 def _detail(spark: SparkSession, name: str) -> Row:
     row = spark.sql(f"DESCRIBE DETAIL {name}").first()
     assert row is not None  # DESCRIBE DETAIL always returns one row
@@ -138,9 +154,14 @@ def register_table(spark: SparkSession, spec: TableSpec, path: str) -> Row:
     name = spec.qualified_name
     if not spark.catalog.databaseExists(spec.layer):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {spec.layer}")
-    if spark.catalog.tableExists(name):
-        detail = _detail(spark, name)
-        if _same_location(detail["location"], path):
+    if has_entry(spark, name):
+        try:
+            detail: Row | None = _detail(spark, name)
+        except AnalysisException as exc:
+            if exc.getCondition() != _GONE:
+                raise
+            detail = None  # the entry's location holds no table: stale
+        if detail is not None and _same_location(detail["location"], path):
             return detail
         spark.sql(f"DROP TABLE {name}")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION '{path}'")
@@ -154,7 +175,7 @@ def clear_stale_entry(spark: SparkSession, spec: TableSpec) -> None:
     name = spec.qualified_name
     if not spark.catalog.databaseExists(spec.layer):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {spec.layer}")
-    elif spark.catalog.tableExists(name):
+    elif has_entry(spark, name):
         log.info("dropping catalog entry %s: no Delta table at its location", name)
         spark.sql(f"DROP TABLE {name}")
 
@@ -162,7 +183,7 @@ def clear_stale_entry(spark: SparkSession, spec: TableSpec) -> None:
 def _unregister_missing(spark: SparkSession, spec: TableSpec) -> None:
     """Drop the catalog entry of a table whose data is gone (the entry only: it is external)."""
     name = spec.qualified_name
-    if spark.catalog.databaseExists(spec.layer) and spark.catalog.tableExists(name):
+    if spark.catalog.databaseExists(spec.layer) and has_entry(spark, name):
         log.info("dropping catalog entry %s: no Delta table at its location any more", name)
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
