@@ -10,6 +10,7 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from medallion.catalog import register_table
 from medallion.sinks.delta import ensure_table, table_version
 from medallion.tables import QUALITY_RESULTS
 from tests.conftest import make_settings
@@ -47,3 +48,19 @@ def test_a_new_table_is_registered_with_its_comment_and_a_stale_entry_is_replace
     ensure_table(spark, spec, spec.path(moved))
     assert _entry(spark, name) == (spec.path(moved), spec.comment)
     assert table_version(spark, spec.path(moved)) == 0
+
+
+def test_registering_a_table_replaces_an_entry_whose_table_was_deleted(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The catalog's preparation registers a table that exists at its path; an entry of that name
+    whose own folder was deleted (Delta cannot resolve it) is replaced, not a failure."""
+    spec, name = QUALITY_RESULTS, QUALITY_RESULTS.qualified_name
+    old, new = make_settings(tmp_path / "old"), make_settings(tmp_path / "new")
+    ensure_table(spark, spec, spec.path(old))
+    spark.read.format("delta").load(spec.path(old)).count()
+    shutil.rmtree(spec.path(old))
+    spark.createDataFrame([], spec.schema).write.format("delta").save(spec.path(new))
+
+    detail = register_table(spark, spec, spec.path(new))
+    assert str(detail["location"]).removeprefix("file:").rstrip("/") == spec.path(new)
+    assert _entry(spark, name)[0] == spec.path(new)
