@@ -170,19 +170,19 @@ def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
 
 
 def table_version(spark: SparkSession, path: str) -> int:
-    """The latest version of the Delta table at ``path`` (-1 if there is none)."""
-    if not DeltaTable.isDeltaTable(spark, path):
-        return -1
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    return -1 if row is None else int(row["version"])
+    """The latest version of the Delta table at ``path`` (-1 if there is none), from its log's
+    file names: no snapshot and no Spark job (a history query cost about 0.3 s)."""
+    return newest_table_version(spark, path)
 
 
 def rows_written_since(spark: SparkSession, path: str, version: int) -> int:
-    """Rows that commits after ``version`` added to the table (from their operation metrics)."""
-    history = DeltaTable.forPath(spark, path).history().where(f"version > {version}")
+    """Rows that commits after ``version`` added to the table (from their operation metrics,
+    read from those commits' files alone)."""
     total = 0
-    for commit in history.select("operationMetrics").collect():
-        metrics = commit["operationMetrics"] or {}
+    for newer, info in _commits_newest_first(spark, path):
+        if newer <= version:
+            break
+        metrics = info.get("operationMetrics") or {}
         total += int(metrics.get("numOutputRows", metrics.get("numTargetRowsInserted", 0)))
     return total
 
