@@ -11,13 +11,12 @@ from pyspark.sql import functions as F
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
 from medallion.hadoopfs import path_exists
-from medallion.idle import FolderInput, skippable
+from medallion.idle import FolderInput, newest_table_version, skippable
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
     ensure_table,
     guard_checkpoint,
     rows_written_since,
-    table_version,
     with_trigger,
 )
 from medallion.sources.files import read_landing
@@ -63,7 +62,7 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
         .option("checkpointLocation", checkpoint)
     )
     log.info("%s: ingesting %s", spec.key, folder)
-    before = table_version(spark, path)
+    before = newest_table_version(spark, path)
     query = with_trigger(writer, trigger).start(path)
     return RunningQuery(spec.key, query, rows_out=lambda: rows_written_since(spark, path, before))
 
@@ -101,7 +100,7 @@ def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger
         .queryName(spec.key)
         .option("checkpointLocation", checkpoint)
     )
-    before = table_version(spark, path)
+    before = newest_table_version(spark, path)
     query = with_trigger(writer, trigger).start(path)
     running = RunningQuery(spec.key, query, rows_out=lambda: rows_written_since(spark, path, before))
     running.extra = lambda run: _count_missing_offsets(spark, spec.key, path, running, run)

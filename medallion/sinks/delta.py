@@ -135,7 +135,7 @@ def guard_checkpoint(spark: SparkSession, table_path: str, checkpoint: str, tabl
     Returns what the checkpoint holds (None: there is none yet).
     """
     if not path_exists(spark, f"{checkpoint}/offsets"):
-        if table_version(spark, table_path) > 0:
+        if newest_table_version(spark, table_path) > 0:
             raise CheckpointError(
                 table,
                 f"checkpoint {checkpoint} is missing but the table at {table_path} already "
@@ -167,12 +167,6 @@ def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
     none = jvm.scala.Option.empty()
     found = delta_log.update(False, none, none).transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1
-
-
-def table_version(spark: SparkSession, path: str) -> int:
-    """The latest version of the Delta table at ``path`` (-1 if there is none), from its log's
-    file names: no snapshot and no Spark job (a history query cost about 0.3 s)."""
-    return newest_table_version(spark, path)
 
 
 def rows_written_since(spark: SparkSession, path: str, version: int) -> int:

@@ -19,8 +19,9 @@ from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger, load_settings
 from medallion.generate import write_atomically
+from medallion.idle import newest_table_version
 from medallion.runner import Layer, run_pipeline
-from medallion.sinks.delta import path_exists, table_version
+from medallion.sinks.delta import path_exists
 from medallion.streaming import JobError
 from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, quarantine_of
 from tests.conf_support import REPO_CONF, copy_base_conf
@@ -202,9 +203,9 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
 
     silver_path = SILVER_EVENTS.path(base)
     checkpoint = SILVER_EVENTS.checkpoint(base)
-    assert table_version(spark, silver_path) == 0  # created empty, nothing committed
-    assert table_version(spark, SILVER_QUARANTINE.path(base)) == 0
-    assert table_version(spark, SILVER_BATCH_METRICS.path(base)) == 0
+    assert newest_table_version(spark, silver_path) == 0  # created empty, nothing committed
+    assert newest_table_version(spark, SILVER_QUARANTINE.path(base)) == 0
+    assert newest_table_version(spark, SILVER_BATCH_METRICS.path(base)) == 0
     assert not path_exists(spark, f"{checkpoint}/commits/0")
     assert ("silver/events", 0, "amount_at_most", "fail", False, 1) in _results(spark, base)
 
@@ -212,13 +213,13 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
     fixed = settings_of("fixed")
     run_pipeline(spark, fixed, Layer.SILVER, NOW)
     assert _rows(spark, silver_path) == 4
-    assert table_version(spark, silver_path) == 1
+    assert newest_table_version(spark, silver_path) == 1
     assert path_exists(spark, f"{checkpoint}/commits/0")
     passes = {r for r in _results(spark, base) if r[2] == "amount_at_most"}
     assert passes == {("silver/events", 0, "amount_at_most", "fail", False, 1),
                       ("silver/events", 0, "amount_at_most", "fail", True, 0)}
     run_pipeline(spark, fixed, Layer.SILVER, NOW)  # nothing new: nothing committed
-    assert table_version(spark, silver_path) == 1
+    assert newest_table_version(spark, silver_path) == 1
 
     # Gold: the failing rule stops gold/event_counts_5m before its MERGE.
     with pytest.raises(JobError) as error:
@@ -226,7 +227,7 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
     assert error.value.table == "gold/event_counts_5m"
     assert "'few_events'" in str(error.value) and "rows unexpected" in str(error.value)
     counts_path = GOLD_EVENT_COUNTS_5M.path(base)
-    assert table_version(spark, counts_path) == 0
+    assert newest_table_version(spark, counts_path) == 0
     # Fixed: the windows are written once; sessions of more than one event go to quarantine.
     run_pipeline(spark, fixed, Layer.GOLD, NOW)
     counts = {(r["event_type"], r["event_count"]) for r in

@@ -11,7 +11,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.catalog import register_table
-from medallion.sinks.delta import ensure_table, table_version
+from medallion.idle import newest_table_version
+from medallion.sinks.delta import ensure_table
 from medallion.tables import QUALITY_RESULTS
 from tests.conftest import make_settings
 
@@ -38,7 +39,7 @@ def test_a_new_table_is_registered_with_its_comment_and_a_stale_entry_is_replace
 
     # A table that exists is left alone: no second commit.
     ensure_table(spark, spec, spec.path(moved))
-    assert table_version(spark, spec.path(moved)) == 0
+    assert newest_table_version(spark, spec.path(moved)) == 0
 
     # Its folder deleted while this session had the table open (a table rebuilt by hand, the
     # benchmark timing the join alone): Delta then fails to resolve the entry instead of
@@ -47,7 +48,7 @@ def test_a_new_table_is_registered_with_its_comment_and_a_stale_entry_is_replace
     shutil.rmtree(spec.path(moved))
     ensure_table(spark, spec, spec.path(moved))
     assert _entry(spark, name) == (spec.path(moved), spec.comment)
-    assert table_version(spark, spec.path(moved)) == 0
+    assert newest_table_version(spark, spec.path(moved)) == 0
 
 
 def test_registering_a_table_replaces_an_entry_whose_table_was_deleted(

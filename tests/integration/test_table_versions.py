@@ -8,19 +8,20 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.sinks.delta import rows_written_since, table_version
+from medallion.idle import newest_table_version
+from medallion.sinks.delta import rows_written_since
 
 
 def test_version_and_rows_written_since_follow_the_commits(
         spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "table")
-    assert table_version(spark, path) == -1
+    assert newest_table_version(spark, path) == -1
     spark.range(3).write.format("delta").save(path)  # version 0: 3 rows
     spark.range(5).write.format("delta").mode("append").save(path)  # 1: 5 rows
     DeltaTable.forPath(spark, path).delete("id = 0")  # 2: writes no new row count of its own
     spark.range(2).write.format("delta").mode("append").save(path)  # 3: 2 rows
 
-    assert table_version(spark, path) == 3
+    assert newest_table_version(spark, path) == 3
     assert rows_written_since(spark, path, -1) == 3 + 5 + 2
     assert rows_written_since(spark, path, 0) == 5 + 2
     assert rows_written_since(spark, path, 2) == 2
