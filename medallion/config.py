@@ -110,7 +110,7 @@ class SparkSettings:
 
     app_name: str = "medallion"
     master: str | None = "local[2]"
-    shuffle_partitions: int = 4
+    shuffle_partitions: int = 2
     log_level: str = "WARN"
     packages: tuple[str, ...] = ()
     conf: Mapping[str, str] = field(default_factory=dict)
@@ -998,7 +998,7 @@ def load_settings(
     spark = SparkSettings(
         app_name=reader.string(spark_section, "spark.app_name", "medallion"),
         master=master.strip() if isinstance(master, str) else None,
-        shuffle_partitions=reader.positive_int(spark_section, "spark.shuffle_partitions", 4),
+        shuffle_partitions=reader.positive_int(spark_section, "spark.shuffle_partitions", 2),
         log_level=log_level,
         packages=tuple(packages),
         conf={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_conf.items()},
