@@ -35,6 +35,10 @@ DYNAMODB_LOG_STORE = "io.delta.storage.S3DynamoDBLogStore"
 _HADOOP_PREFIX = "spark.hadoop."
 
 
+# S3A's names of the algorithms (Hadoop's ``S3AEncryptionMethods``), which are not AWS's: SSE-S3 is
+# "AES256" there, and "SSE-S3" fails every S3A call with "Unknown encryption algorithm".
+S3A_ENCRYPTION = {SseAlgorithm.SSE_S3: "AES256", SseAlgorithm.SSE_KMS: "SSE-KMS"}
+
 def s3_packages(settings: Settings) -> list[str]:
     """Maven coordinates S3 support needs beside the Delta jar.
 
@@ -70,7 +74,7 @@ def s3a_conf(s3: S3Settings) -> dict[str, str]:
         # An S3-compatible store has no AWS region, but the SDK signs requests for one.
         conf["spark.hadoop.fs.s3a.endpoint.region"] = "us-east-1"
     if s3.sse is not SseAlgorithm.NONE:
-        conf["spark.hadoop.fs.s3a.encryption.algorithm"] = s3.sse.value
+        conf["spark.hadoop.fs.s3a.encryption.algorithm"] = S3A_ENCRYPTION[s3.sse]
         if s3.kms_key_id:
             conf["spark.hadoop.fs.s3a.encryption.key"] = s3.kms_key_id
     if s3.delta_log_store is DeltaLogStore.DYNAMODB:

@@ -48,6 +48,14 @@ def test_endpoint_path_style_region_and_kms(tmp_path: Path) -> None:
     assert hadoop["fs.s3a.encryption.key"] == "arn:aws:kms:eu-west-1:111122223333:key/k1"
 
 
+def test_sse_s3_is_s3as_aes256(tmp_path: Path) -> None:
+    """S3A names SSE-S3 "AES256" (``S3AEncryptionMethods``); "SSE-S3" fails every S3A call."""
+    s3 = _load(tmp_path, {"s3": {"sse": "SSE-S3"}}).s3  # type: ignore[attr-defined]
+    hadoop = hadoop_settings(s3a_conf(s3))
+    assert hadoop["fs.s3a.encryption.algorithm"] == "AES256"
+    assert "fs.s3a.encryption.key" not in hadoop
+
+
 def test_dynamodb_log_store_for_several_writers(tmp_path: Path) -> None:
     settings = _load(tmp_path, {"s3": {"delta_log_store": "dynamodb", "dynamodb_table": "commits",
                                        "region": "eu-west-1", "account_id": "111122223333"}})
