@@ -4,12 +4,13 @@ A :class:`ProgressCollector` is a ``StreamingQueryListener``: Spark calls it on 
 each micro-batch. The callback only logs one JSON line and buffers a row; writing to Delta from
 inside the callback would run a Spark job on the listener bus thread, which slows the stream or
 deadlocks it. The buffer is written by :meth:`ProgressCollector.flush`, called after each layer
-of a run (or periodically by a long-running service), as a blind append whose commit carries
-the flush's mark (the collector's pipeline run and the flush's number, as ``userMetadata``). A
-flush retried after a failure first looks for its mark in the commits made since its first
-attempt, so a commit that did in fact land is not written twice. Such an append costs the same
-however long the history grows: Delta reads neither the table's files (as a transaction id check
-would, on every flush) nor its rows (as a MERGE would).
+of a run (or periodically by a long-running service), as a blind append (by delta-rs from the
+driver, :func:`medallion.sinks.delta.append_rows`) whose commit carries the flush's mark (the
+collector's pipeline run and the flush's number, as ``userMetadata``). A flush retried after a
+failure first looks for its mark in the commits made since its first attempt, so a commit that did
+in fact land is not written twice. Such an append costs the same however long the history grows:
+it reads neither the table's files (as a transaction id check would, on every flush) nor its rows
+(as a MERGE would).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pyspark.sql.streaming.listener import (
 
 from medallion.config import Settings
 from medallion.live import BatchCallback
-from medallion.sinks.delta import append_marked, ensure_table, marked_since, seen_version
+from medallion.sinks.delta import append_rows, ensure_table, marked_since, seen_version
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 
 log = logging.getLogger(__name__)
@@ -213,24 +214,23 @@ def _append(spark: SparkSession, settings: Settings, pipeline_run: str, trigger:
             flush: _Flush) -> None:
     """Append one flush's rows to both monitoring tables, each commit once per (run, number)."""
     now, mark = utcnow(), f"medallion-monitoring {pipeline_run} {flush.number}"
-    frames = []
+    tables = []
     if flush.rows:
-        frames.append((QUERY_PROGRESS, lambda: spark.createDataFrame(
-            [{**row, "recorded_at": now} for row in flush.rows], QUERY_PROGRESS.schema)))
+        tables.append((QUERY_PROGRESS, [{**row, "recorded_at": now} for row in flush.rows]))
     if flush.outcomes:
-        frames.append((RUN_OUTCOMES, lambda: spark.createDataFrame(
-            [(pipeline_run, o.table, trigger, o.started_at, o.finished_at, o.succeeded, o.rows_in,
-              o.rows_out, o.error) for o in flush.outcomes],
-            RUN_OUTCOMES.schema,
-        )))
-    for spec, frame in frames:
+        tables.append((RUN_OUTCOMES, [
+            {"pipeline_run": pipeline_run, "table": o.table, "trigger": trigger,
+             "started_at": o.started_at, "finished_at": o.finished_at, "succeeded": o.succeeded,
+             "rows_in": o.rows_in, "rows_out": o.rows_out, "error": o.error}
+            for o in flush.outcomes]))
+    for spec, rows in tables:
         path = spec.path(settings)
         ensure_table(spark, spec, path)
         if path not in flush.before:
             flush.before[path] = seen_version(spark, path)
         elif marked_since(spark, path, mark, flush.before[path]):
             continue  # an earlier attempt reached this table, and its commit landed
-        append_marked(frame().coalesce(1), path, mark)
+        append_rows(spark, settings.s3, spec, path, rows, mark)
 
 
 def install(spark: SparkSession, settings: Settings, trigger: str = "",

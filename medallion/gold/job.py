@@ -170,7 +170,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
                                 latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by,
-                                appends=BatchAppends.after(state))
+                                appends=BatchAppends.after(state, settings.s3))
     # A stream-stream join emits each joined row once (Spark allows append only); its MERGE keeps
     # the latest per key. An aggregation MERGEs the windows each batch updated.
     mode = "update" if gold.merge_keys and gold.gold.join is None else "append"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -158,12 +159,13 @@ class SilverBatchWriter:
                             rejected.transform(compiled.rejected_to_quarantine(parsed)))
                 # The metrics row goes first: on a replay, the table is unchanged until its own
                 # write commits, so recomputed counts are the same, and a committed write is skipped.
-                metrics = spark.createDataFrame(
-                    [(table.key, query_id, batch_id, rows_in, quarantined, duplicates, rows_out)],
-                    "table STRING, query_id STRING, batch_id BIGINT, rows_in BIGINT, "
-                    "quarantined BIGINT, duplicates_removed BIGINT, rows_out BIGINT",
-                ).withColumn("recorded_at", F.current_timestamp())
-                self.appends.append(metrics, SILVER_BATCH_METRICS.path(settings), app_id, batch_id)
+                metrics = {"table": table.key, "query_id": query_id, "batch_id": batch_id,
+                           "rows_in": rows_in, "quarantined": quarantined,
+                           "duplicates_removed": duplicates, "rows_out": rows_out,
+                           "recorded_at": datetime.now(timezone.utc)}
+                self.appends.append_rows(spark, SILVER_BATCH_METRICS,
+                                         SILVER_BATCH_METRICS.path(settings), [metrics], app_id,
+                                         batch_id)
                 self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
                 append_batch(to_table, table.path(settings), app_id, batch_id)
             finally:
@@ -211,7 +213,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     gate = QualityGate(table, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
     writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate,
-                               appends=BatchAppends.after(state))
+                               appends=BatchAppends.after(state, settings.s3))
     stream = read_table_stream(spark, flow.input.path(settings),
                                settings.streaming.max_files_per_trigger
                                ).select(*flow.input_columns)

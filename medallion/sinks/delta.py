@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -34,11 +34,17 @@ from medallion.checkpoints import (
     check_state,
     inspect_checkpoint,
 )
-from medallion.config import Trigger, TriggerKind
+from medallion.config import S3Settings, Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.hadoopfs import delete_path, hadoop_path, path_exists, read_text
 from medallion.idle import newest_table_version
 from medallion.pipeline.model import TableDoc
+from medallion.sinks.rows import (
+    NotAppended,
+    append_with_delta_rs,
+    delta_rs_can_write,
+    location_for_writing,
+)
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -214,6 +220,37 @@ def append_marked(df: DataFrame, path: str, marker: str) -> None:
     df.write.format("delta").mode("append").option("userMetadata", marker).save(path)
 
 
+# Tables delta-rs found a feature in that it cannot write: this process appends to them with Spark.
+_SPARK_WRITES: set[str] = set()
+
+
+def append_rows(spark: SparkSession, s3: S3Settings, spec: TableSpec, path: str,
+                rows: Sequence[Mapping[str, Any]], marker: str) -> None:
+    """Append ``rows`` the driver holds (dicts by column name) to the Delta table ``spec`` at
+    ``path`` in one commit with ``marker`` as its ``userMetadata``, a blind append like
+    :func:`append_marked`.
+
+    delta-rs writes it when it can (:mod:`medallion.sinks.rows`), Spark otherwise: for a table
+    delta-rs cannot write, and after a failed attempt whose commit did not land (one that did is
+    found by its mark, and not written again).
+    """
+    columns = set(spec.schema.fieldNames())
+    unknown = sorted({name for row in rows for name in row} - columns)
+    if unknown:
+        raise ValueError(f"{spec.key}: no column {', '.join(unknown)} to append to")
+    if path not in _SPARK_WRITES and delta_rs_can_write(path, s3):
+        try:
+            append_with_delta_rs(location_for_writing(path, s3), rows, marker)
+            return
+        except NotAppended as failed:
+            if failed.unsupported:
+                _SPARK_WRITES.add(path)
+            log.info("%s: delta-rs did not append (%s); appending with Spark", path, failed)
+            if failed.before is not None and marked_since(spark, path, marker, failed.before):
+                return  # the commit landed before the error
+    append_marked(spark.createDataFrame(list(rows), spec.schema).coalesce(1), path, marker)
+
+
 def seen_version(spark: SparkSession, path: str) -> int:
     """A version of the Delta table at ``path`` that is not newer than its newest (-1: none yet):
     the one this session last read, without listing the table's log when it has read it before.
@@ -286,25 +323,41 @@ class BatchAppends:
 
     replayed: int | None = None
     planned_ms: int = 0
+    s3: S3Settings = field(default_factory=S3Settings)  # how rows the driver holds reach S3
 
     @classmethod
-    def after(cls, state: CheckpointState | None) -> BatchAppends:
+    def after(cls, state: CheckpointState | None, s3: S3Settings) -> BatchAppends:
         """For a query starting from the checkpoint ``state`` (None: a new checkpoint)."""
         if state is None or state.replayed is None:
-            return cls()
-        return cls(state.replayed, state.last_planned_ms)
+            return cls(s3=s3)
+        return cls(state.replayed, state.last_planned_ms, s3)
 
     def append(self, df: DataFrame, path: str, app_id: str, batch_id: int) -> bool:
         """Append ``df`` to the Delta table at ``path`` for batch ``batch_id`` of the writer
         ``app_id`` unless that batch's earlier attempt did; whether it appended."""
+        marker = self._marker(df.sparkSession, path, app_id, batch_id)
+        if marker is not None:
+            append_marked(df, path, marker)
+        return marker is not None
+
+    def append_rows(self, spark: SparkSession, spec: TableSpec, path: str,
+                    rows: Sequence[Mapping[str, Any]], app_id: str, batch_id: int) -> bool:
+        """:meth:`append` for rows the driver holds (dicts by column name), through
+        :func:`append_rows`."""
+        marker = self._marker(spark, path, app_id, batch_id)
+        if marker is not None:
+            append_rows(spark, self.s3, spec, path, rows, marker)
+        return marker is not None
+
+    def _marker(self, spark: SparkSession, path: str, app_id: str, batch_id: int) -> str | None:
+        """The mark of the batch's append to ``path``; None if its earlier attempt made it."""
         marker = f"medallion-batch {app_id} {batch_id}"
-        if batch_id == self.replayed and marked_after(df.sparkSession, path, marker,
+        if batch_id == self.replayed and marked_after(spark, path, marker,
                                                        self.planned_ms - _CLOCK_SKEW_MS):
             log.info("%s: batch %d of %s was appended before the run that wrote it died; "
                      "not again", path, batch_id, app_id)
-            return False
-        append_marked(df, path, marker)
-        return True
+            return None
+        return marker
 
 
 def _greater(columns: Sequence[str]) -> str:
