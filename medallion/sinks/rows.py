@@ -60,9 +60,12 @@ def delta_rs_can_write(path: str, s3: S3Settings) -> bool:
 
 
 def write_options(s3: S3Settings) -> dict[str, str]:
-    """The options a write to S3 adds to a read's: conditional puts for the commits, and the
-    server-side encryption the Spark side uses (a bucket policy may refuse objects without it)."""
-    options = {"conditional_put": "etag"}
+    """The options a write to S3 adds to a read's: conditional puts for the commits, few retries
+    (Spark, with the S3A retry settings, is the fallback: a store that does not answer should
+    send the append there within seconds, not after up to three minutes of object_store's own
+    retries, its default ``retry_timeout``), and the server-side encryption the Spark side uses
+    (a bucket policy may refuse objects without it)."""
+    options = {"conditional_put": "etag", "max_retries": "2", "retry_timeout": "10s"}
     if s3.sse is SseAlgorithm.SSE_S3:
         options["AWS_SERVER_SIDE_ENCRYPTION"] = "AES256"
     elif s3.sse is SseAlgorithm.SSE_KMS:
