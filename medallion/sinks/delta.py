@@ -234,8 +234,8 @@ def append_rows(spark: SparkSession, s3: S3Settings, spec: TableSpec, path: str,
     delta-rs cannot write, and after a failed attempt whose commit did not land (one that did is
     found by its mark, and not written again).
     """
-    columns = set(spec.schema.fieldNames())
-    unknown = sorted({name for row in rows for name in row} - columns)
+    schema = spec.schema
+    unknown = sorted({name for row in rows for name in row} - set(schema.fieldNames()))
     if unknown:
         raise ValueError(f"{spec.key}: no column {', '.join(unknown)} to append to")
     if path not in _SPARK_WRITES and delta_rs_can_write(path, s3):
@@ -248,7 +248,7 @@ def append_rows(spark: SparkSession, s3: S3Settings, spec: TableSpec, path: str,
             log.info("%s: delta-rs did not append (%s); appending with Spark", path, failed)
             if failed.before is not None and marked_since(spark, path, marker, failed.before):
                 return  # the commit landed before the error
-    append_marked(spark.createDataFrame(list(rows), spec.schema).coalesce(1), path, marker)
+    append_marked(spark.createDataFrame(list(rows), schema).coalesce(1), path, marker)
 
 
 def seen_version(spark: SparkSession, path: str) -> int:

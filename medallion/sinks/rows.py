@@ -27,9 +27,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from medallion.config import DeltaLogStore, S3Settings, SseAlgorithm
+from medallion.config import DeltaLogStore, S3Settings
 from medallion.deltaread import DeltaLocation, aws_credentials, delta_location, one_line
-from medallion.s3 import is_s3
+from medallion.s3 import is_s3, sse_arguments
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,11 @@ def write_options(s3: S3Settings) -> dict[str, str]:
     retries, its default ``retry_timeout``), and the server-side encryption the Spark side uses
     (a bucket policy may refuse objects without it)."""
     options = {"conditional_put": "etag", "max_retries": "2", "retry_timeout": "10s"}
-    if s3.sse is SseAlgorithm.SSE_S3:
-        options["AWS_SERVER_SIDE_ENCRYPTION"] = "AES256"
-    elif s3.sse is SseAlgorithm.SSE_KMS:
-        options["AWS_SERVER_SIDE_ENCRYPTION"] = "aws:kms"
-        if s3.kms_key_id:
-            options["AWS_SSE_KMS_KEY_ID"] = s3.kms_key_id
+    sse = sse_arguments(s3)  # the same headers boto3's uploads send
+    if sse.get("ServerSideEncryption"):
+        options["AWS_SERVER_SIDE_ENCRYPTION"] = sse["ServerSideEncryption"]
+    if sse.get("SSEKMSKeyId"):
+        options["AWS_SSE_KMS_KEY_ID"] = sse["SSEKMSKeyId"]
     return options
 
 
