@@ -22,6 +22,14 @@ and the watermarks bound the state Spark keeps), inner or left outer, then the `
 expressions cast to the table's types. Of the rows one key gets (several matches), the writer keeps
 the one greatest by ``latest_by``: :func:`latest_per_key` in a batch, the MERGE across batches.
 
+A join's equal keys also carry a time bucket (``__join_bucket``, :func:`_time_buckets`), which
+changes no result: Spark's join state is a list of rows per key, and each row that comes in reads
+its key's whole list on the other side, so a batch holding hours of a key's rows (a first run, a
+catch-up) compared each with all the others. Left rows are put in the bucket of their time
+(``4 × within`` wide); a right row in the bucket of its time and, when its time plus ``within``
+reaches the next bucket, in that one too (a quarter of them), so the pair of every match shares
+exactly one bucket and meets once. Only right rows are doubled: they are never emitted unmatched.
+
 A Python step (``python: module:function``) is given the input, with the watermark on its event
 time and after ``filter``, and returns the declared ``columns``; they are selected in order and
 cast to their declared types, so the table's schema holds whatever the function returns.
@@ -35,6 +43,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from medallion.durations import parse_duration_seconds
 from medallion.pipeline.model import (
     AggregateFunction,
     AggregateSpec,
@@ -105,8 +114,36 @@ def _event_time_of(pipeline: PipelineSpec, table: str) -> str | None:
     return silver.event_time if silver is not None else None
 
 
-def compile_join(pipeline: PipelineSpec, gold: GoldSpec) -> JoinTransform:
-    """The transform that joins ``gold``'s input (left) with its join's input (right)."""
+_BUCKET = "__join_bucket"  # the time bucket a join's rows carry as one more equal key
+_BUCKETS_PER_WITHIN = 4  # a bucket is this many ``within`` wide (1 / this of right rows doubled)
+
+
+def _time_buckets(within_seconds: int, left_time: str, right_time: str
+                  ) -> tuple[Column, Column]:
+    """The bucket of a left row, and the buckets (exploded) a right row goes to.
+
+    A right row at ``r`` matches left rows at ``l`` in ``[r, r + within]``: the buckets of ``r``
+    and of ``r + within``, equal or adjacent, since a bucket is at least ``within`` wide.
+    """
+    width = max(within_seconds, 1) * _BUCKETS_PER_WITHIN * 1_000_000  # microseconds
+
+    def bucket(micros: Column) -> Column:
+        return F.floor(micros / F.lit(width))
+
+    left = bucket(F.unix_micros(F.col(left_time)))
+    right = bucket(F.unix_micros(F.col(right_time)))
+    reach = bucket(F.unix_micros(F.col(right_time)) + F.lit(within_seconds * 1_000_000))
+    return left, F.explode(F.when(reach > right, F.array(right, right + 1))
+                           .otherwise(F.array(right)))
+
+
+def compile_join(pipeline: PipelineSpec, gold: GoldSpec, *, time_buckets: bool = True
+                 ) -> JoinTransform:
+    """The transform that joins ``gold``'s input (left) with its join's input (right).
+
+    ``time_buckets`` False: the equal keys alone, as a join's state written before the buckets
+    holds them (Spark refuses to resume a join whose state key changed).
+    """
     join = gold.join
     assert join is not None, f"{gold.key} declares no join"
     left_time, right_time = _event_time_of(pipeline, gold.input), _event_time_of(pipeline, join.input)
@@ -114,6 +151,8 @@ def compile_join(pipeline: PipelineSpec, gold: GoldSpec) -> JoinTransform:
     watermark = pipeline.watermark_of(gold)
     fields = gold_fields(pipeline, gold)
     types = {f.name: str(f.type) for f in fields}
+    within = parse_duration_seconds(join.within, f"{gold.key}.join.within", "the declaration")
+    equal = (*join.equal, _BUCKET) if time_buckets else join.equal
 
     def joined(left: DataFrame, right: DataFrame) -> DataFrame:
         left = left.withWatermark(left_time, watermark)
@@ -122,9 +161,12 @@ def compile_join(pipeline: PipelineSpec, gold: GoldSpec) -> JoinTransform:
             left = left.where(F.expr(gold.filter))
         if join.filter is not None:
             right = right.where(F.expr(join.filter))
+        if time_buckets:
+            left_bucket, right_buckets = _time_buckets(within, left_time, right_time)
+            left, right = left.withColumn(_BUCKET, left_bucket), right.withColumn(_BUCKET, right_buckets)
         left, right = left.alias("left"), right.alias("right")
         condition = F.expr(
-            " AND ".join([*(f"left.{c} = right.{c}" for c in join.equal),
+            " AND ".join([*(f"left.{c} = right.{c}" for c in equal),
                           f"right.{right_time} >= left.{left_time} - INTERVAL {join.within}",
                           f"right.{right_time} <= left.{left_time}"]))
         rows = left.join(right, condition, join.kind.value)

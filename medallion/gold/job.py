@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.checkpoints import plan_watermark_batch
+from medallion.checkpoints import join_state_key_columns, plan_watermark_batch
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.compile import (
     JoinTransform,
@@ -165,7 +165,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
                      settings.table_doc(quarantine.key))
     streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
                for table in gold.inputs]
-    aggregated = gold.transform(*streams)
+    aggregated = _transform_for(spark, gold, checkpoint, state is not None)(*streams)
     writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
@@ -177,6 +177,20 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     query = with_trigger(writer.outputMode(mode).foreachBatch(batch_writer), trigger).start()
     return RunningQuery(spec.key, query, rows_out=lambda: batch_writer.rows_out,
                         cause=lambda: gate.failure if gate else None)
+
+
+def _transform_for(spark: SparkSession, gold: GoldFlow, checkpoint: str,
+                   resumed: bool) -> Transform | JoinTransform:
+    """The flow's transform, or, for a join whose state was written before its keys carried time
+    buckets (:func:`~medallion.gold.compile.compile_join`), the join on the equal keys alone."""
+    join = gold.gold.join
+    if join is None or not resumed:
+        return gold.transform
+    if join_state_key_columns(spark, gold.spec.key, checkpoint) == len(join.equal):
+        log.info("%s: the join's state keys are %s alone (written before the time buckets); "
+                 "kept", gold.spec.key, ", ".join(join.equal))
+        return compile_join(gold.pipeline, gold.gold, time_buckets=False)
+    return gold.transform
 
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:

@@ -8,13 +8,19 @@ rows are written out by hand.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 
 from pyspark.sql import SparkSession
 
+from medallion.checkpoints import join_state_key_columns
 from medallion.config import Settings, Trigger
+from medallion.gold.compile import compile_join
+from medallion.gold.job import gold_flows, start_flow
+from medallion.hadoopfs import delete_path
 from medallion.runner import Layer, run_pipeline
+from medallion.streaming import await_all
 from tests.events_tables import SILVER_EVENTS
 
 TABLE = "gold/purchase_attribution"
@@ -48,45 +54,94 @@ def matched(event_id: str, kind: str, time: str, delay: str) -> tuple[object, ..
 NONE = (None, None, None, None)
 
 
+FIRST_RUN = [
+    ("a1", "a", "click", "10:00:00"), ("ap", "a", "purchase", "10:30:00"),  # exactly 30 min
+    ("b1", "b", "click", "09:59:59.999"), ("bp", "b", "purchase", "10:30:00"),  # 1 ms early
+    ("c1", "c", "click", "10:10:00"), ("c2", "c", "click", "10:20:00"),  # two: latest wins
+    ("cp", "c", "purchase", "10:25:00"),
+    ("dp", "d", "purchase", "10:05:00"), ("d1", "d", "click", "10:06:00"),  # click after it
+    ("e1", "e", "add_to_cart", "10:35:00"), ("e2", "e", "view", "10:36:00"),  # views don't
+    ("ep", "e", "purchase", "10:37:00"),
+    ("gp", "g", "purchase", "10:40:00"),  # nothing at all
+    ("x1", "x", "click", "10:30:00"),  # another user's click in range does not count
+    ("fp", "f", "purchase", "10:55:00"),  # after the watermark (10:48): no row yet
+    ("h1", "h", "click", "10:40:00"), ("hp", "h", "purchase", "10:58:00"),
+    ("i2", "i", "click", "10:58:00"), ("ip", "i", "purchase", "10:59:00"),
+    ("z1", "z", "view", "11:00:00"),  # views are filtered out before the watermarks
+]
+AFTER_FIRST = {
+    "ap": matched("a1", "click", "10:00:00", "1800"),
+    "bp": NONE,
+    "cp": matched("c2", "click", "10:20:00", "300"),
+    "dp": NONE,
+    "ep": matched("e1", "add_to_cart", "10:35:00", "120"),
+    "gp": NONE,
+    "hp": matched("h1", "click", "10:40:00", "1080"),
+    "ip": matched("i2", "click", "10:58:00", "60"),
+}
+SECOND_RUN = [
+    ("f1", "f", "click", "10:52:00"),  # late, but not behind the watermark: joins fp
+    ("c3", "c", "click", "10:24:00"),  # behind the watermark: dropped, cp keeps c2
+    ("h2", "h", "click", "10:57:00"),  # a later candidate for an open purchase: replaces h1
+    ("i1", "i", "click", "10:51:00"),  # an earlier one: ip keeps i2
+    ("z2", "z", "view", "11:30:00"),
+]
+AFTER_SECOND = {
+    **AFTER_FIRST,
+    "fp": matched("f1", "click", "10:52:00", "180"),
+    "hp": matched("h2", "click", "10:57:00", "60"),
+}
+
+
 def test_each_purchase_gets_the_latest_event_of_the_30_minutes_before_it(
         spark: SparkSession, settings: Settings) -> None:
-    land_silver(spark, settings, [
-        ("a1", "a", "click", "10:00:00"), ("ap", "a", "purchase", "10:30:00"),  # exactly 30 min
-        ("b1", "b", "click", "09:59:59.999"), ("bp", "b", "purchase", "10:30:00"),  # 1 ms early
-        ("c1", "c", "click", "10:10:00"), ("c2", "c", "click", "10:20:00"),  # two: latest wins
-        ("cp", "c", "purchase", "10:25:00"),
-        ("dp", "d", "purchase", "10:05:00"), ("d1", "d", "click", "10:06:00"),  # click after it
-        ("e1", "e", "add_to_cart", "10:35:00"), ("e2", "e", "view", "10:36:00"),  # views don't
-        ("ep", "e", "purchase", "10:37:00"),
-        ("gp", "g", "purchase", "10:40:00"),  # nothing at all
-        ("x1", "x", "click", "10:30:00"),  # another user's click in range does not count
-        ("fp", "f", "purchase", "10:55:00"),  # after the watermark (10:50): no row yet
-        ("h1", "h", "click", "10:40:00"), ("hp", "h", "purchase", "10:58:00"),
-        ("i2", "i", "click", "10:58:00"), ("ip", "i", "purchase", "10:59:00"),
-        ("z1", "z", "view", "11:00:00"),  # the newest event: the watermark becomes 10:50
-    ])
-    first = attribution(spark, settings)
-    assert first == {
-        "ap": matched("a1", "click", "10:00:00", "1800"),
-        "bp": NONE,
-        "cp": matched("c2", "click", "10:20:00", "300"),
-        "dp": NONE,
-        "ep": matched("e1", "add_to_cart", "10:35:00", "120"),
-        "gp": NONE,
-        "hp": matched("h1", "click", "10:40:00", "1080"),
-        "ip": matched("i2", "click", "10:58:00", "60"),
-    }
+    land_silver(spark, settings, FIRST_RUN)
+    assert attribution(spark, settings) == AFTER_FIRST
+    land_silver(spark, settings, SECOND_RUN)
+    assert attribution(spark, settings) == AFTER_SECOND
 
+
+def test_a_join_state_written_before_the_time_buckets_is_resumed_on_its_own_keys(
+        spark: SparkSession, settings: Settings) -> None:
+    """A checkpoint whose join state is keyed by ``user_id`` alone (as before the time buckets):
+    Spark refuses to resume a join whose state key changed, so the job keeps that key for it."""
+    (flow,) = [flow for flow in gold_flows(settings) if flow.gold.join is not None]
+    before = replace(flow, transform=compile_join(flow.pipeline, flow.gold, time_buckets=False))
+    land_silver(spark, settings, FIRST_RUN)
+    await_all([start_flow(spark, settings, Trigger(), before)])
+    checkpoint = flow.spec.checkpoint(settings)
+    assert join_state_key_columns(spark, TABLE, checkpoint) == 1
+    land_silver(spark, settings, SECOND_RUN)
+    assert attribution(spark, settings) == AFTER_SECOND
+    assert join_state_key_columns(spark, TABLE, checkpoint) == 1
+    # A new checkpoint gets the buckets. One run over both sets of rows: c3 is not late then.
+    delete_path(spark, checkpoint)
+    delete_path(spark, flow.spec.path(settings))
+    assert attribution(spark, settings) == {**AFTER_SECOND,
+                                            "cp": matched("c3", "click", "10:24:00", "60")}
+    assert join_state_key_columns(spark, TABLE, checkpoint) == 2
+
+
+def test_matches_across_the_joins_time_buckets(spark: SparkSession, settings: Settings) -> None:
+    """The join's state is keyed by user and a 2-hour time bucket (4 x 30 minutes, from the
+    epoch: 12:00 starts one). A click before 12:00 still matches a purchase after it."""
     land_silver(spark, settings, [
-        ("f1", "f", "click", "10:52:00"),  # late, but not behind the watermark: joins fp
-        ("c3", "c", "click", "10:24:00"),  # behind the watermark: dropped, cp keeps c2
-        ("h2", "h", "click", "10:57:00"),  # a later candidate for an open purchase: replaces h1
-        ("i1", "i", "click", "10:51:00"),  # an earlier one: ip keeps i2
-        ("z2", "z", "view", "11:30:00"),
+        ("j1", "j", "click", "11:45:00"), ("jp", "j", "purchase", "12:05:00"),
+        ("k1", "k", "click", "11:30:00"), ("kp", "k", "purchase", "12:00:00"),  # exactly 30 min
+        ("l1", "l", "click", "11:29:59.999"), ("lp", "l", "purchase", "12:00:00"),  # 1 ms early
+        ("m1", "m", "click", "11:50:00"),  # one click, a purchase in each bucket
+        ("mp1", "m", "purchase", "11:55:00"), ("mp2", "m", "purchase", "12:10:00"),
+        ("n1", "n", "add_to_cart", "12:00:00"), ("np", "n", "purchase", "12:00:00"),  # same instant
+        ("o1", "o", "click", "09:59:00"), ("op", "o", "purchase", "10:01:00"),  # the 10:00 edge
+        ("z1", "z", "click", "12:40:00"), ("zp", "z", "purchase", "12:41:00"),  # watermark 12:30
     ])
-    second = attribution(spark, settings)
-    assert second == {
-        **first,
-        "fp": matched("f1", "click", "10:52:00", "180"),
-        "hp": matched("h2", "click", "10:57:00", "60"),
+    assert attribution(spark, settings) == {
+        "jp": matched("j1", "click", "11:45:00", "1200"),
+        "kp": matched("k1", "click", "11:30:00", "1800"),
+        "lp": NONE,
+        "mp1": matched("m1", "click", "11:50:00", "300"),
+        "mp2": matched("m1", "click", "11:50:00", "1200"),
+        "np": matched("n1", "add_to_cart", "12:00:00", "0"),
+        "op": matched("o1", "click", "09:59:00", "120"),
+        "zp": matched("z1", "click", "12:40:00", "60"),
     }
