@@ -304,6 +304,7 @@ class StateStoreSettings:
 
     max_memory_mb: int = 256  # block cache and write buffers together, shared by every instance
     write_buffer_ratio: float = 0.5  # share of that memory the write buffers may take
+    count_rows: bool = False  # Spark counts each store's rows (a read before every write)
 
 
 DEFAULT_VACUUM_RETENTION_HOURS = 168  # Delta's own default: 7 days
@@ -1276,7 +1277,7 @@ def _check_thrift_transport(reader: _Reader, settings: ThriftSettings) -> None:
 
 
 def _state_store(reader: _Reader) -> StateStoreSettings:
-    section = reader.section("state_store", {"max_memory_mb", "write_buffer_ratio"})
+    section = reader.section("state_store", {"max_memory_mb", "write_buffer_ratio", "count_rows"})
     ratio = section.get("write_buffer_ratio", 0.5)
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
         raise ConfigError("state_store.write_buffer_ratio",
@@ -1285,6 +1286,7 @@ def _state_store(reader: _Reader) -> StateStoreSettings:
     return StateStoreSettings(
         max_memory_mb=reader.positive_int(section, "state_store.max_memory_mb", 256),
         write_buffer_ratio=float(ratio),
+        count_rows=_boolean(section, "state_store.count_rows", False, reader.source),
     )
 
 

@@ -36,6 +36,7 @@ from pyspark.sql.streaming.listener import (
 from medallion.config import Settings
 from medallion.live import BatchCallback
 from medallion.sinks.delta import append_rows, ensure_table, marked_since, seen_version
+from medallion.spark import counts_state_rows
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,12 @@ def _timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
-def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
-    """One row of ``_monitoring/query_progress`` from a progress report (its JSON as a dict)."""
+def progress_row(progress: Mapping[str, Any], state_rows_counted: bool = True) -> dict[str, Any]:
+    """One row of ``_monitoring/query_progress`` from a progress report (its JSON as a dict).
+
+    ``state_rows_counted`` False: the stores do not count their rows (``state_store.count_rows``)
+    and report 0, so ``state_rows`` is null (unknown), not 0.
+    """
     states = progress.get("stateOperators") or []
     durations = progress.get("durationMs") or {}
     event_time = progress.get("eventTime") or {}
@@ -69,7 +74,8 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "add_batch_ms": int(durations.get("addBatch") or 0),
         "watermark": _timestamp(event_time.get("watermark")),
         "max_event_time": _timestamp(event_time.get("max")),
-        "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in states),
+        "state_rows": sum(int(s.get("numRowsTotal") or 0) for s in states)
+        if state_rows_counted or not states else None,
         "state_memory_bytes": sum(int(s.get("memoryUsedBytes") or 0) for s in states),
         "rows_dropped_by_watermark": sum(int(s.get("numRowsDroppedByWatermark") or 0) for s in states),
         "progress_json": json.dumps(progress, sort_keys=True, default=str),
@@ -113,6 +119,7 @@ class ProgressCollector(StreamingQueryListener):
         self._session = session
         self._on_batch = on_batch  # e.g. the terminal's live display
         self.settings = settings
+        self._state_rows_counted = counts_state_rows(settings)
         self.trigger = trigger
         self.pipeline_run = str(uuid.uuid4())
         self._lock = threading.Lock()
@@ -134,7 +141,7 @@ class ProgressCollector(StreamingQueryListener):
 
     def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802
         progress = json.loads(event.progress.json)
-        row = progress_row(progress)
+        row = progress_row(progress, self._state_rows_counted)
         progress_log.info(json.dumps({"event": "batch_progress", **{
             k: (v.isoformat() if isinstance(v, datetime) else v)
             for k, v in row.items() if k != "progress_json"}}, sort_keys=True))

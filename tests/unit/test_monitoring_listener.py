@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
-from medallion.config import load_settings
+from medallion.config import Settings, load_settings
 from medallion.monitoring import BACKPRESSURE_BATCHES, ProgressCollector
 from tests.conftest import REPO
 
@@ -40,10 +41,28 @@ def event(batch: int, rows: int, rate_in: float, rate_done: float,
     return QueryProgressEvent.fromJson({"progress": progress})
 
 
+def settings_counting_rows(count_rows: bool) -> Settings:
+    settings = load_settings(env="local", conf_dir=REPO / "conf", landing="/tmp/l", lakehouse="/tmp/h")
+    return replace(settings, state_store=replace(settings.state_store, count_rows=count_rows))
+
+
 @pytest.fixture
 def collector() -> ProgressCollector:
+    """A collector whose state stores count their rows."""
+    return ProgressCollector(None, settings_counting_rows(True))  # type: ignore[arg-type]  # no flush
+
+
+def test_state_rows_are_unknown_when_the_stores_do_not_count_them() -> None:
+    """The default (``state_store.count_rows: false``): Spark reports 0 rows for every store,
+    which is not a count; the row says null, and ``status`` shows '-'."""
     settings = load_settings(env="local", conf_dir=REPO / "conf", landing="/tmp/l", lakehouse="/tmp/h")
-    return ProgressCollector(None, settings)  # type: ignore[arg-type]  # no flush: no session
+    assert settings.state_store.count_rows is False
+    quiet = ProgressCollector(None, settings)  # type: ignore[arg-type]
+    quiet.onQueryProgress(event(0, rows=10, rate_in=1.0, rate_done=1.0))
+    assert quiet._rows[0]["state_rows"] is None
+    counted = ProgressCollector(None, settings_counting_rows(True))  # type: ignore[arg-type]
+    counted.onQueryProgress(event(0, rows=10, rate_in=1.0, rate_done=1.0))
+    assert counted._rows[0]["state_rows"] == 80
 
 
 def test_a_progress_report_becomes_one_row_and_one_json_log_line(

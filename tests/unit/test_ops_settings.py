@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, load_settings
-from medallion.spark import DELTA_CONF
+from medallion.spark import DELTA_CONF, counts_state_rows, session_conf
 from medallion.submit import format_command, submit_argv
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
@@ -61,6 +61,7 @@ def test_the_former_maintenance_zorder_is_refused_saying_where_it_goes(tmp_path:
     ("state_store:\n  max_memory_mb: 0\n", "state_store.max_memory_mb"),
     ("state_store:\n  write_buffer_ratio: 1.5\n", "state_store.write_buffer_ratio"),
     ("state_store:\n  block_cache: 3\n", "state_store.block_cache"),
+    ("state_store:\n  count_rows: yes please\n", "state_store.count_rows"),
     ("maintenance:\n  vacuum_retention: 90 minutes\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  vacuum_retention: soon\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder"),
@@ -70,6 +71,26 @@ def test_bad_values_name_the_key_and_the_file(tmp_path: Path, overlay: str, key:
         load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
     assert error.value.key == key
     assert error.value.source.endswith("local.yaml")
+
+
+@pytest.mark.parametrize(("overlay", "counted"), [
+    ("", False),  # the default: RocksDB, not counting
+    ("state_store:\n  count_rows: true\n", True),
+    ("spark:\n  conf:\n    spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows: true\n", True),
+    ("state_store:\n  count_rows: true\nspark:\n  conf:\n"
+     "    spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows: false\n", False),
+    ("spark:\n  conf:\n    spark.sql.streaming.stateStore.providerClass: "
+     "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider\n", True),
+])
+def test_whether_the_state_stores_count_their_rows(tmp_path: Path, overlay: str, counted: bool) -> None:
+    """What the session is given decides (``spark.conf`` is applied over ``state_store``); the
+    HDFS-backed provider always counts."""
+    settings = load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
+    assert counts_state_rows(settings) is counted
+    conf = session_conf(settings)
+    if "RocksDB" in conf["spark.sql.streaming.stateStore.providerClass"]:
+        assert conf["spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"] == \
+            str(counted).lower()
 
 
 def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tmp_path: Path) -> None:

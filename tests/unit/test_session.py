@@ -28,3 +28,5 @@ def test_stateful_queries_keep_state_in_rocksdb_with_a_snapshot_per_commit(
     assert spark.conf.get(f"{prefix}.changelogCheckpointing.enabled") == "false"
     assert spark.conf.get(f"{prefix}.boundedMemoryUsage") == "true"
     assert int(spark.conf.get(f"{prefix}.maxMemoryUsageMB")) > 0
+    # No read before every write to count the rows (state_store.count_rows, off by default).
+    assert spark.conf.get(f"{prefix}.trackTotalNumberOfRows") == "false"
