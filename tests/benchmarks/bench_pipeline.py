@@ -325,8 +325,12 @@ def main() -> int:
               f"{medians[history] / smallest:.2f}x the smallest history's median "
               f"(single runs {min(runs) / smallest:.2f}-{max(runs) / smallest:.2f}x)")
     at_projection = projected(medians, PROJECTED_HISTORY)
-    print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line through "
-          f"the medians): {at_projection:.1f}s, {at_projection / smallest:.2f}x")
+    if at_projection >= smallest:
+        print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line through "
+              f"the medians): {at_projection:.1f}s, {at_projection / smallest:.2f}x")
+    else:  # a line sloping down projects nothing but the runs' noise
+        print(f"projected after {PROJECTED_HISTORY} events of history: no growth to project (the "
+              f"least-squares line through the medians slopes down, to {at_projection:.1f}s)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
