@@ -79,7 +79,7 @@ def state_store_conf(settings: Settings) -> dict[str, str]:
 def counts_state_rows(settings: Settings) -> bool:
     """Whether the state stores' progress counts their rows: RocksDB with counting on (the
     ``state_store`` section, or ``spark.conf`` over it), or another provider (which always does)."""
-    conf = {**BASE_CONF, **state_store_conf(settings), **settings.spark.conf}
+    conf = session_conf(settings)
     if "RocksDB" not in conf.get("spark.sql.streaming.stateStore.providerClass", ""):
         return True
     return conf.get(_COUNT_ROWS, "true").strip().lower() == "true"
