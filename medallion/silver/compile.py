@@ -64,6 +64,22 @@ def _fault_column(name: str) -> str:
     return f"_fault_{name}"
 
 
+def _field_column(name: str) -> str:
+    return f"_field_{name}"  # JSON: the column's field of the document, a VARIANT
+
+
+def _type_column(name: str) -> str:
+    return f"_type_{name}"  # JSON: the field's JSON type (``schema_of_variant``)
+
+
+def _typed_value_column(name: str) -> str:
+    return f"_typed_{name}"  # the column's typed value before trimming
+
+
+def _absent_column(name: str) -> str:
+    return f"_absent_{name}"
+
+
 @dataclass(frozen=True)
 class BatchTimes:
     """Where a batch's valid rows lie in event time, for the dedup scopes that bound the lookup.
@@ -237,12 +253,10 @@ def _from_text(text: Column, column: ColumnSpec) -> Column:
     return text.try_cast(str(kind))
 
 
-def _json_field(column: ColumnSpec) -> tuple[Column, Column, Column]:
-    """From the parsed document: the column's value, whether it is absent, whether it is invalid."""
-    path = "$." + column.field_name
-    raw = F.try_variant_get(F.col(_DOC), path, "variant")
-    json_type = F.schema_of_variant(raw)
-    absent = _absent(json_type)
+def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
+    """From the document's field, staged as a VARIANT (:func:`_field_column`) with its JSON type
+    (:func:`_type_column`): the column's value, and whether the field is absent."""
+    raw, json_type = F.col(_field_column(column.name)), F.col(_type_column(column.name))
     kind = column.type
     if kind.is_string:
         value = F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string"))
@@ -255,17 +269,16 @@ def _json_field(column: ColumnSpec) -> tuple[Column, Column, Column]:
                            column)
     else:  # arrays, maps, structs: Spark's own conversion of the JSON value
         value = F.try_variant_get(raw, "$", str(kind))
-    return value, absent, ~absent & value.isNull()
+    return value, _absent(json_type)
 
 
 def _column_value(silver: SilverSpec, column: ColumnSpec,
-                  input_types: Mapping[str, SqlType]) -> tuple[Column, Column, Column]:
-    """The column's typed value, whether it is absent, and whether its raw value is invalid."""
+                  input_types: Mapping[str, SqlType]) -> tuple[Column, Column]:
+    """The column's typed value, and whether its raw value is absent (a raw value present whose
+    typed value is null is invalid)."""
     if column.expr is not None:
         result = F.col(_value_column(column.name))  # computed from the raw fields beforehand
-        text = result.try_cast("string")
-        value = _from_text(text, column)
-        return value, result.isNull(), result.isNotNull() & value.isNull()
+        return _from_text(result.try_cast("string"), column), result.isNull()
     if silver.parse is ParseMode.JSON:
         return _json_field(column)
     raw = F.col(f"`{_RECORD}`.`{column.field_name}`")
@@ -274,20 +287,27 @@ def _column_value(silver: SilverSpec, column: ColumnSpec,
         value = raw if source_type == column.type else raw.try_cast(str(column.type))
     else:
         value = _from_text(raw, column)
-    return value, raw.isNull(), raw.isNotNull() & value.isNull()
+    return value, raw.isNull()
 
 
-def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, invalid: Column,
-           value: Column) -> Column:
+def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, value: Column) -> Column:
     """``missing_<col>`` / ``invalid_<col>``, or null when the raw value is fine."""
     fault = F.when(F.lit(False), F.lit(None).cast("string"))
     if column.required:
         fault = F.when(absent, F.lit(missing_reason(column.name)))
     if silver.column_can_be_invalid(column):
-        fault = fault.when(invalid, F.lit(invalid_reason(column.name)))
+        fault = fault.when(~absent & value.isNull(), F.lit(invalid_reason(column.name)))
     if column.required and column.type.is_string:
         fault = fault.when(_blank(value), F.lit(missing_reason(column.name)))
     return fault
+
+
+def _doc_is_object(silver: SilverSpec) -> Column:
+    """Whether the parsed document is a JSON object. Its text starting with ``{`` says so
+    without building the document's schema (``schema_of_variant``), which is asked only of the
+    rest."""
+    return (F.col(f"`{_RECORD}`.`{silver.raw_column}`").rlike(r"^\s*\{")
+            | F.schema_of_variant(F.col(_DOC)).startswith("OBJECT"))
 
 
 def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
@@ -313,11 +333,30 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
             exprs = [F.expr(c.expr).alias(_value_column(c.name))
                      for c in silver.columns if c.expr is not None]
             rows = rows.select("*", *fields).select(_RECORD, *([_DOC] if json else []), *exprs)
+        # Each step is a projection of its own, so that Spark computes every staged value once
+        # per row: written as one expression, each field's value, type and absence were repeated
+        # inside every condition that reads them (63 variant lookups for the 5 fields of
+        # `events`), and the branches of a CASE are not shared by Spark's elimination of common
+        # subexpressions.
+        carried = [_RECORD, *([_DOC] if json else []),
+                   *(_value_column(c.name) for c in silver.columns if c.expr is not None)]
+        if json:
+            read = [c for c in silver.columns if c.expr is None]
+            rows = rows.select(*carried, *[
+                F.try_variant_get(F.col(_DOC), "$." + c.field_name, "variant").alias(
+                    _field_column(c.name)) for c in read])
+            rows = rows.select("*", *[F.schema_of_variant(F.col(_field_column(c.name))).alias(
+                _type_column(c.name)) for c in read])
+        converted: list[Column] = []
+        for column in silver.columns:
+            value, absent = _column_value(silver, column, input_types)
+            converted += [value.alias(_typed_value_column(column.name)),
+                          absent.alias(_absent_column(column.name))]
+        rows = rows.select(*carried, *converted)
         typed, faults = [], []
         for column in silver.columns:
-            value, absent, invalid = _column_value(silver, column, input_types)
-            faults.append(_fault(silver, column, absent, invalid, value).alias(
-                _fault_column(column.name)))
+            value, absent = F.col(_typed_value_column(column.name)), F.col(_absent_column(column.name))
+            faults.append(_fault(silver, column, absent, value).alias(_fault_column(column.name)))
             if column.trim and column.type.is_string:
                 value = F.trim(value)
             typed.append(value.alias(column.name))
@@ -333,8 +372,7 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
         if json:
             doc = F.col(_DOC)
             reasons = (F.when(doc.isNull(), F.array(F.lit(INVALID_JSON)))
-                       .when(~F.schema_of_variant(doc).startswith("OBJECT"),
-                             F.array(F.lit(NOT_AN_OBJECT)))
+                       .when(~_doc_is_object(silver), F.array(F.lit(NOT_AN_OBJECT)))
                        .otherwise(reasons))
         elif CORRUPT_RECORD in input_types:
             reasons = F.when(F.col(f"{_RECORD}.{CORRUPT_RECORD}").isNotNull(),

@@ -83,6 +83,19 @@ def test_broken_lines_get_one_reason_each(spark: SparkSession) -> None:
     assert reasons_of(spark, "") == ["invalid_json"]
     assert reasons_of(spark, '[{"event_id": "e1"}]') == ["not_an_object"]
     assert reasons_of(spark, '"just a string"') == ["not_an_object"]
+    assert reasons_of(spark, ' \t[1, 2]') == ["not_an_object"]
+    assert reasons_of(spark, "\n 42") == ["not_an_object"]
+    assert reasons_of(spark, "null") == ["not_an_object"]
+
+
+def test_an_object_after_white_space_is_an_object(spark: SparkSession) -> None:
+    """JSON allows white space before the document: the object after it is parsed as any other."""
+    line = ('\r\n\t {"event_id":"e1","user_id":"u1","event_type":"view",'
+            '"timestamp":"2025-01-27T10:00:00Z"}')
+    row = bronze(spark, line).transform(parse_events).first()
+    assert row is not None
+    assert (row["reasons"], row["event_id"], row["timestamp"]) == (
+        [], "e1", utc("2025-01-27T10:00:00"))
 
 
 def test_every_failed_rule_is_named(spark: SparkSession) -> None:
