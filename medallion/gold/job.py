@@ -36,6 +36,7 @@ from medallion.sinks.delta import (
     batch_range,
     ensure_table,
     guard_checkpoint,
+    never_written,
     query_id_of,
     txn_app_id,
     upsert_batch,
@@ -106,6 +107,14 @@ class UpsertWriter:
     prune_by: str | None = None  # the key whose batch range bounds the MERGE's scan (window start)
     appends: BatchAppends = field(default_factory=BatchAppends)  # quarantine, quality results
     _query_id: str | None = field(default=None, repr=False)
+    _written: bool = field(default=False, repr=False)  # the table is known to hold rows
+
+    def _never_written(self, spark: SparkSession) -> bool:
+        """Whether the table is as its creation left it, read from its log until it is known to
+        hold rows (then no batch of this query asks again)."""
+        if not self._written:
+            self._written = not never_written(spark, self.path)
+        return not self._written
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -128,11 +137,17 @@ class UpsertWriter:
                     self.appends.append(rejected.transform(with_quarantine_time),
                                         self.quarantine_path, app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
-            if rows and self.keys:
+            if rows and self.keys and self._never_written(spark):
+                # The table's first rows: a MERGE into an empty table inserts every row (one per
+                # key), as an append does, but plans a join and a rewrite against it first. The
+                # same transaction id keeps a replay skipped once either has committed.
+                append_batch(to_write, self.path, app_id, batch_id)
+            elif rows and self.keys:
                 upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
                              self.prune_by, within=measured)
             elif rows:
                 append_batch(to_write, self.path, app_id, batch_id)
+            self._written = self._written or rows > 0
         finally:
             updated.unpersist()
         self.rows_out += rows

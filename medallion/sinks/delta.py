@@ -209,6 +209,18 @@ def append_batch(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     )
 
 
+def never_written(spark: SparkSession, path: str) -> bool:
+    """Whether the Delta table at ``path`` is as its creation left it: one commit (version 0)
+    that adds no file. Read from the log's files, without a Spark job; False when unsure."""
+    if newest_table_version(spark, path) != 0:
+        return False
+    try:
+        first = read_text(spark, f"{path}/_delta_log/{0:020d}.json")
+    except Exception:  # noqa: BLE001 - unreadable: not known to be empty
+        return False
+    return not any("add" in json.loads(line) for line in first.splitlines() if line.strip())
+
+
 def append_marked(df: DataFrame, path: str, marker: str) -> None:
     """Append ``df`` with ``marker`` as the commit's ``userMetadata``, a blind append.
 

@@ -51,6 +51,17 @@ def by_table(runs: list[TableRun]) -> dict[str, TableRun]:
     return {run.table: run for run in runs}
 
 
+# The gold tables that a run MERGEs into (their windows are updated in place).
+MERGED = ("event_counts_5m", "user_activity_sliding", "segment_revenue_1h", "purchase_attribution")
+
+
+def operations(spark: SparkSession, settings: Settings, name: str) -> list[str]:
+    """The operation of each commit of ``gold/<name>`` after its creation, oldest first."""
+    path = f"{settings.paths.lakehouse}/gold/{name}"
+    history = DeltaTable.forPath(spark, path).history().where("version > 0").orderBy("version")
+    return [row["operation"] for row in history.collect()]
+
+
 def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) -> None:
     landing = Path(settings.paths.landing)
     model = Lakehouse()
@@ -65,6 +76,9 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
     assert model.quarantined > 0 and model.duplicates > 0  # the data exercises both paths
     assert_matches_model(spark, settings, model)
     assert runs["bronze/events"].rows_in == 400
+    # A table's first rows are appended (a MERGE into an empty table inserts them all anyway).
+    assert {name: operations(spark, settings, name)[0] for name in MERGED} == dict.fromkeys(
+        MERGED, "WRITE")
     assert runs["silver/events"].quarantined == model.quarantined
     assert runs["silver/events"].duplicates_removed == model.duplicates
 
@@ -86,6 +100,8 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
     assert model.late_dropped >= 3  # the stragglers, at least
     assert_matches_model(spark, settings, model)
     assert runs["bronze/events"].rows_in == 408
+    assert {name: operations(spark, settings, name)[-1] for name in MERGED} == dict.fromkeys(
+        MERGED, "MERGE")
 
     # Each stateful query's newest state is a snapshot, so the next run loads it as it is rather
     # than replaying a changelog per batch ever run (a cost that would grow with the history).

@@ -9,7 +9,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.idle import newest_table_version
-from medallion.sinks.delta import rows_written_since
+from medallion.sinks.delta import never_written, rows_written_since
 
 
 def test_version_and_rows_written_since_follow_the_commits(
@@ -26,3 +26,18 @@ def test_version_and_rows_written_since_follow_the_commits(
     assert rows_written_since(spark, path, 0) == 5 + 2
     assert rows_written_since(spark, path, 2) == 2
     assert rows_written_since(spark, path, 3) == 0
+
+
+def test_never_written_is_a_table_whose_one_commit_adds_no_file(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """What lets a gold table's first batch be appended instead of MERGEd: only its creation."""
+    created = str(tmp_path / "created")
+    DeltaTable.createIfNotExists(spark).location(created).addColumn("id", "BIGINT").execute()
+    assert never_written(spark, created)
+    spark.range(2).write.format("delta").mode("append").save(created)
+    assert not never_written(spark, created)
+
+    born_full = str(tmp_path / "born_full")
+    spark.range(3).write.format("delta").save(born_full)  # version 0 holds rows
+    assert not never_written(spark, born_full)
+    assert not never_written(spark, str(tmp_path / "missing"))
