@@ -562,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pipelines_main(arguments[1:])
     args = _parser().parse_args(arguments)
     configure_logging(args.verbose)
+    gated = args.command in ("run", "backfill")  # both run the gates
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
         if getattr(args, "pipeline", None):
@@ -569,12 +570,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose < 2 and settings.spark.log_level in ("WARN", "INFO", "DEBUG", "TRACE", "ALL"):
             # the JVM's warnings are for -vv; a failure is still reported, with its cause
             settings = replace(settings, spark=replace(settings.spark, log_level="ERROR"))
-        if args.command in ("run", "backfill"):  # both run the gates
+        if gated:
             from medallion.quality.spec import check_expectations
+            from medallion.spark import start_jvm_ahead
 
+            # Checking the gates' arguments loads Great Expectations (about 2 s): the JVM starts
+            # meanwhile. No Spark context exists until the command builds its session; a refused
+            # configuration stops the JVM (in `finally`).
+            start_jvm_ahead(settings)
             check_expectations(settings)
     except ConfigError as exc:
         print(f"medallion: {exc}", file=sys.stderr)
+        if gated:
+            _stop_jvm_ahead()
         return 2
     try:
         return COMMANDS[args.command](args, settings)
@@ -586,7 +594,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
     finally:
+        if gated:
+            _stop_jvm_ahead()  # started for a session that the command did not build
         release_all()  # a process exit releases them too; this is for in-process callers
+
+
+def _stop_jvm_ahead() -> None:
+    from medallion.spark import stop_jvm_ahead
+
+    stop_jvm_ahead()
 
 
 def entry_point() -> None:

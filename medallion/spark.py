@@ -13,6 +13,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -347,21 +349,21 @@ def _settle_archive(proc: subprocess.Popen[bytes], archive: ArchivePlan) -> None
     archive.settle()
 
 
-def build_session(settings: Settings, register_tables: bool = True,
-                  extra_conf: dict[str, str] | None = None,
-                  resolve_packages: bool = False) -> SparkSession:
-    """Build (or return the running) Spark session configured for the lakehouse.
+@dataclass
+class _SessionPlan:
+    """What a session is built from: the builder with its options, and the JVM's launch."""
 
-    The catalog is Hive's metastore (embedded Derby under ``<lakehouse>/_catalog`` by default), so
-    tables, views and comments survive between runs. With ``register_tables`` the lakehouse's
-    existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created.
-    ``extra_conf`` adds settings for this session only (the Thrift server's port, for one).
-    JVM packages resolved at an earlier start are used as local jars unless ``resolve_packages``
-    (set-up resolves them afresh).
-    """
-    if settings.catalog.metastore is Metastore.EMBEDDED:
-        Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
-        check_catalog_free(derby_dir(settings))  # a clear message instead of Derby's stack trace
+    builder: SparkSession.Builder
+    class_path: list[str]
+    archive: ArchivePlan
+    packages: list[str]
+    known_jars: list[str] | None
+    conf: dict[str, str]
+
+
+def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
+                  resolve_packages: bool) -> _SessionPlan:
+    """The builder and the JVM's launch for ``build_session`` (no JVM is started here)."""
     builder = SparkSession.builder
     submitted = submitted_conf()
     if not submitted.contains("spark.app.name"):
@@ -402,9 +404,108 @@ def build_session(settings: Settings, register_tables: bool = True,
     for key, value in conf.items():
         if not submitted.contains(key):  # a --conf given to spark-submit wins
             builder = builder.config(key, value)
+    return _SessionPlan(builder, class_path, archive, packages, known_jars, conf)
+
+
+@dataclass
+class _JvmAhead:
+    """A driver JVM started in the background for the session the command builds next."""
+
+    key: tuple[Settings, bool]
+    plan: _SessionPlan
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+
+    def launch(self) -> None:
+        try:
+            _launch_jvm(self.plan.builder, self.plan.class_path, self.plan.archive)
+        except BaseException as exc:  # noqa: BLE001 - raised where the session is built
+            self.error = exc
+
+
+_AHEAD: list[_JvmAhead] = []  # at most one
+
+
+def start_jvm_ahead(settings: Settings, resolve_packages: bool = False) -> None:
+    """Start the driver's JVM in the background, for ``build_session(settings)`` to use.
+
+    What a command checks before Spark starts (the gates' expectations, through Great
+    Expectations' 2-second import) then overlaps the JVM's own start, which is most of a session's.
+    No Spark context exists until the session is built; :func:`stop_jvm_ahead` stops a JVM that
+    no session took (a refused configuration). Nothing is started when a JVM already runs.
+    """
+    if SparkContext._gateway is not None or _AHEAD:
+        return
+    ahead = _JvmAhead((settings, resolve_packages), _session_plan(settings, None, resolve_packages))
+    ahead.thread = threading.Thread(target=ahead.launch, name="medallion-jvm-start", daemon=True)
+    ahead.thread.start()
+    _AHEAD.append(ahead)
+
+
+def _take_jvm_ahead() -> _JvmAhead | None:
+    """The JVM started ahead, once its start has finished; it is no longer held for later."""
+    if not _AHEAD:
+        return None
+    ahead = _AHEAD.pop()
+    if ahead.thread is not None:
+        ahead.thread.join()
+    return ahead
+
+
+def stop_jvm_ahead() -> None:
+    """Stop a JVM started ahead that no session took: no process of it is left behind."""
+    _stop(_take_jvm_ahead())
+
+
+def _stop(ahead: _JvmAhead | None) -> None:
+    gateway = SparkContext._gateway
+    if (ahead is None or ahead.error is not None or gateway is None
+            or SparkContext._active_spark_context is not None):
+        return  # nothing started, or a session runs on it
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    proc = gateway.proc
+    with contextlib.suppress(Exception):
+        gateway.close()
+    if proc is None:
+        return  # a JVM this process did not launch (spark-submit's): not this process's to stop
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()  # PySpark's signal to the JVM to exit
+    try:
+        proc.wait(timeout=ARCHIVE_WAIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def build_session(settings: Settings, register_tables: bool = True,
+                  extra_conf: dict[str, str] | None = None,
+                  resolve_packages: bool = False) -> SparkSession:
+    """Build (or return the running) Spark session configured for the lakehouse.
+
+    The catalog is Hive's metastore (embedded Derby under ``<lakehouse>/_catalog`` by default), so
+    tables, views and comments survive between runs. With ``register_tables`` the lakehouse's
+    existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created.
+    ``extra_conf`` adds settings for this session only (the Thrift server's port, for one).
+    JVM packages resolved at an earlier start are used as local jars unless ``resolve_packages``
+    (set-up resolves them afresh).
+    """
+    if settings.catalog.metastore is Metastore.EMBEDDED:
+        Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
+        check_catalog_free(derby_dir(settings))  # a clear message instead of Derby's stack trace
+    ahead = _take_jvm_ahead()  # started while the command checked its configuration
+    if ahead is not None and ahead.key == (settings, resolve_packages) and not extra_conf:
+        if ahead.error is not None:
+            raise ahead.error
+        plan = ahead.plan
+    else:
+        _stop(ahead)  # none, or started for another session than this one
+        plan = _session_plan(settings, extra_conf, resolve_packages)
+    builder, packages, known_jars, conf = plan.builder, plan.packages, plan.known_jars, plan.conf
     fresh = SparkContext._active_spark_context is None
     if SparkContext._gateway is None:
-        _launch_jvm(builder, class_path, archive)
+        _launch_jvm(builder, plan.class_path, plan.archive)
     spark = builder.getOrCreate()
     if fresh and packages and not known_jars:
         remember_jars(packages, spark)

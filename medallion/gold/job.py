@@ -142,12 +142,12 @@ class UpsertWriter:
                 # key), as an append does, but plans a join and a rewrite against it first. The
                 # same transaction id keeps a replay skipped once either has committed.
                 append_batch(to_write, self.path, app_id, batch_id)
+                self._written = True
             elif rows and self.keys:
                 upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
                              self.prune_by, within=measured)
             elif rows:
                 append_batch(to_write, self.path, app_id, batch_id)
-            self._written = self._written or rows > 0
         finally:
             updated.unpersist()
         self.rows_out += rows
