@@ -23,6 +23,10 @@ sequence at every size): the median of each size against the smallest history's 
 spread of the single runs around it, and a projection to 100M events from the line through the
 medians.
 
+End to end: ``medallion run all`` over all the events on a new lakehouse, and the hand-written
+batch job (the three baselines in one session, each reading what the one before wrote), each a
+process of its own as a scheduler starts it, wall time from start to exit, alternating.
+
 The stream-stream join (``gold/purchase_attribution``) is also timed alone, after the layers: its
 table and checkpoint are removed and its query runs over all of silver, against a batch join
 (purchases left-joined with the same user's clicks and add_to_carts of the 30 minutes before,
@@ -35,11 +39,13 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -47,10 +53,11 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 from medallion.catalog import record_run_creations
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config import Metastore, Settings, Trigger, load_settings
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.gold.job import gold_flows, start_flow
 from medallion.hadoopfs import delete_path
+from medallion.quality.spec import check_expectations
 from medallion.runner import Layer, run_pipeline
 from medallion.spark import build_session
 from medallion.streaming import await_all
@@ -61,7 +68,7 @@ EVENT_SCHEMA = "event_id STRING, user_id STRING, event_type STRING, timestamp TI
 
 def baseline_bronze(spark: SparkSession, settings: Settings, out: str) -> None:
     (spark.read.text(f"{settings.paths.landing}/events")
-     .withColumn("ingested_at", F.current_timestamp())
+     .select(F.col("value").alias("raw"), F.current_timestamp().alias("ingested_at"))
      .write.format("delta").mode("overwrite").save(out))
 
 
@@ -159,6 +166,8 @@ def time_idle_run(settings: Settings) -> dict[str, float]:
 
 def measure_layers(settings: Settings, tmp: str) -> tuple[dict[str, dict[str, float]], float]:
     """Each layer and its baseline in one session, then a run with nothing new in that session."""
+    # As `medallion run` does before its session: no layer pays Great Expectations' import.
+    check_expectations(settings)
     spark = build_session(settings)
     trigger = Trigger()
     # Warm-up, untimed: the JVM's first Spark and Delta jobs (class loading, code generation, the
@@ -185,6 +194,41 @@ def measure_layers(settings: Settings, tmp: str) -> tuple[dict[str, dict[str, fl
     record_run_creations(spark, settings)  # as `medallion run` does after the runs that created them
     spark.stop()
     return figures, idle
+
+
+def handwritten_job(root: str) -> None:
+    """The hand-written batch job, end to end in this process: the three baselines, each reading
+    what the one before wrote, in a lakehouse of its own under ``root`` (no catalog)."""
+    settings = load_settings(landing=f"{root}/landing", lakehouse=f"{root}/handwritten")
+    settings = replace(settings, catalog=replace(settings.catalog, metastore=Metastore.IN_MEMORY))
+    spark = build_session(settings, register_tables=False)
+    baseline_bronze(spark, settings, BRONZE_EVENTS.path(settings))
+    baseline_silver(spark, settings, SILVER_EVENTS.path(settings))
+    baseline_gold(spark, settings, f"{settings.paths.lakehouse}/gold")
+    spark.stop()
+
+
+def time_end_to_end(tmp: str, rounds: int) -> list[dict[str, float]]:
+    """Wall seconds of ``medallion run all`` over the landed events on a new lakehouse, and of the
+    hand-written job over the same files, each a process of its own as a scheduler starts it,
+    alternating (``rounds`` of each)."""
+    measured = []
+    for round_ in range(rounds):
+        figures = {}
+        for name, command in (
+                ("handwritten", [sys.executable, "-m", "tests.benchmarks.bench_pipeline",
+                                 "--handwritten-of", tmp]),
+                ("medallion", [sys.executable, "-m", "medallion.cli", "--landing",
+                               f"{tmp}/landing", "--lakehouse", f"{tmp}/end-to-end-{round_}",
+                               "run", "all"])):
+            began = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            figures[name] = time.perf_counter() - began
+        shutil.rmtree(f"{tmp}/handwritten")
+        shutil.rmtree(f"{tmp}/end-to-end-{round_}")
+        print(f"end to end, round {round_ + 1}: {figures}", flush=True)
+        measured.append(figures)
+    return measured
 
 
 HISTORY_START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
@@ -270,7 +314,14 @@ def main() -> int:
     parser.add_argument("--layers-of", help=argparse.SUPPRESS)  # the child processes' parts
     parser.add_argument("--increment-of", help=argparse.SUPPRESS)
     parser.add_argument("--history", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--handwritten-of", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="end-to-end runs of each side, alternating")
     args = parser.parse_args()
+
+    if args.handwritten_of:
+        handwritten_job(args.handwritten_of)
+        return 0
 
     if args.increment_of:
         seconds = measure_increment(args.increment_of, args.history, args.increment, args.repeats)
@@ -301,6 +352,7 @@ def main() -> int:
         # changed what the catalog's preparation depends on); every later one finds it ready.
         first_cold = time_idle_run(settings)
         cold = time_idle_run(settings)
+        end_to_end = time_end_to_end(tmp, args.rounds)
         histories = sorted({*(int(h) for h in args.histories.split(",")), args.events})
         increments = time_increments(tmp, histories, args.increment, args.repeats)
 
@@ -310,6 +362,13 @@ def main() -> int:
     for layer, f in figures.items():
         print(f"{layer:<8}{int(f['rows']):>10}{f['seconds']:>10.1f}{f['rows_per_second']:>11.0f}"
               f"{f['baseline_seconds']:>12.1f}{f['ratio_to_baseline']:>7.2f}x")
+    ours, theirs = (sum(run[side] for run in end_to_end) for side in ("medallion", "handwritten"))
+    print(f"{args.events} events end to end, each a process of its own, {len(end_to_end)} rounds "
+          f"alternating: medallion run all "
+          + ", ".join(f"{run['medallion']:.1f}s" for run in end_to_end)
+          + "; the hand-written batch job "
+          + ", ".join(f"{run['handwritten']:.1f}s" for run in end_to_end)
+          + f"; {ours / theirs:.2f}x (sums)")
     print(f"run all with no new data: {idle:.1f}s wall (session already up)")
     for label, run in (("the first after the layers' runs", first_cold), ("the next", cold)):
         print(f"medallion run all with no new data, a process of its own, {label}: "
@@ -335,7 +394,8 @@ def main() -> int:
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
         {"machine": machine, "events": args.events, "layers": figures, "idle_run_seconds": idle,
-         "idle_process_first": first_cold, "idle_process": cold, "status_seconds": status,
+         "end_to_end": end_to_end, "idle_process_first": first_cold, "idle_process": cold,
+         "status_seconds": status,
          "increment_events": args.increment, "increment_seconds_by_history": increments,
          "increment_median_seconds_by_history": medians,
          "increment_seconds_projected_100m": at_projection, "load_average": os.getloadavg()},
