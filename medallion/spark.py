@@ -411,7 +411,7 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
 class _JvmAhead:
     """A driver JVM started in the background for the session the command builds next."""
 
-    key: tuple[Settings, bool]
+    settings: Settings
     plan: _SessionPlan
     thread: threading.Thread | None = None
     error: BaseException | None = None
@@ -426,7 +426,7 @@ class _JvmAhead:
 _AHEAD: list[_JvmAhead] = []  # at most one
 
 
-def start_jvm_ahead(settings: Settings, resolve_packages: bool = False) -> None:
+def start_jvm_ahead(settings: Settings) -> None:
     """Start the driver's JVM in the background, for ``build_session(settings)`` to use.
 
     What a command checks before Spark starts (the gates' expectations, through Great
@@ -436,7 +436,7 @@ def start_jvm_ahead(settings: Settings, resolve_packages: bool = False) -> None:
     """
     if SparkContext._gateway is not None or _AHEAD:
         return
-    ahead = _JvmAhead((settings, resolve_packages), _session_plan(settings, None, resolve_packages))
+    ahead = _JvmAhead(settings, _session_plan(settings, None, resolve_packages=False))
     ahead.thread = threading.Thread(target=ahead.launch, name="medallion-jvm-start", daemon=True)
     ahead.thread.start()
     _AHEAD.append(ahead)
@@ -495,7 +495,7 @@ def build_session(settings: Settings, register_tables: bool = True,
         Path(settings.catalog_dir()).mkdir(parents=True, exist_ok=True)
         check_catalog_free(derby_dir(settings))  # a clear message instead of Derby's stack trace
     ahead = _take_jvm_ahead()  # started while the command checked its configuration
-    if ahead is not None and ahead.key == (settings, resolve_packages) and not extra_conf:
+    if ahead is not None and ahead.settings == settings and not (extra_conf or resolve_packages):
         if ahead.error is not None:
             raise ahead.error
         plan = ahead.plan
