@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from medallion.gold.compile import load_step
@@ -93,25 +93,52 @@ class BatchTimes:
     nulls: bool
 
 
-def batch_times(rows: DataFrame, event_time: str) -> BatchTimes:
-    """The :class:`BatchTimes` of ``rows`` (one small Spark job: a group by date)."""
-    time = F.col(event_time)
-    found = (rows.groupBy(F.date_trunc("day", time).alias("day"))
-             .agg(F.min(time).alias("earliest"))
-             .select("day", (F.col("day") + F.expr("INTERVAL 1 DAY")).alias("end"), "earliest")
-             .orderBy(F.col("day").asc_nulls_first())
-             .collect())
+@dataclass(frozen=True)
+class BatchCounts:
+    """A parsed batch's rows, its quarantined rows, and where its valid rows lie in event time
+    (``reach``, when asked for)."""
+
+    rows_in: int
+    quarantined: int
+    reach: BatchTimes | None
+
+
+def _times_columns(time: Column, valid: Column) -> list[Column]:
+    """Aggregates over a batch giving the :class:`BatchTimes` of its ``valid`` rows."""
+    day = F.date_trunc("day", time)
+    spans = F.struct(day.alias("day"), (day + F.expr("INTERVAL 1 DAY")).alias("end"))
+    return [F.array_sort(F.collect_set(F.when(valid & time.isNotNull(), spans))).alias("_days"),
+            F.min(F.when(valid, time)).alias("_earliest"),
+            F.count_if(valid & time.isNull()).alias("_nulls")]
+
+
+def _times_of(found: Row) -> BatchTimes:
     days: list[tuple[datetime, datetime]] = []
-    nulls = False
-    for row in found:
-        if row["day"] is None:
-            nulls = True
-        elif days and days[-1][1] == row["day"]:
-            days[-1] = (days[-1][0], row["end"])
+    for start, end in found["_days"]:  # in order; contiguous days merged
+        if days and days[-1][1] == start:
+            days[-1] = (days[-1][0], end)
         else:
-            days.append((row["day"], row["end"]))
-    earliest = min((row["earliest"] for row in found if row["day"] is not None), default=None)
-    return BatchTimes(tuple(days), earliest, nulls)
+            days.append((start, end))
+    return BatchTimes(tuple(days), found["_earliest"], found["_nulls"] > 0)
+
+
+def batch_times(rows: DataFrame, event_time: str) -> BatchTimes:
+    """The :class:`BatchTimes` of ``rows``, all of them valid (one small Spark job)."""
+    found = rows.agg(*_times_columns(F.col(event_time), F.lit(True))).first()
+    assert found is not None  # a global aggregate has one row
+    return _times_of(found)
+
+
+def batch_counts(parsed: DataFrame, event_time: str | None) -> BatchCounts:
+    """The :class:`BatchCounts` of a parsed batch, in one pass over it (one Spark job); its
+    reach only with ``event_time``."""
+    valid = F.size(_REASONS) == 0
+    found = parsed.agg(
+        F.count(F.lit(1)).alias("rows_in"), F.count_if(~valid).alias("quarantined"),
+        *(_times_columns(F.col(event_time), valid) if event_time else ())).first()
+    assert found is not None  # a global aggregate has one row
+    return BatchCounts(int(found["rows_in"]), int(found["quarantined"]),
+                       _times_of(found) if event_time else None)
 
 
 @dataclass(frozen=True)
@@ -159,7 +186,7 @@ class SilverTransforms:
     @property
     def bounded_lookup(self) -> bool:
         """The dedup scope compares keys with part of the table only, chosen by the batch's
-        event times (:func:`batch_times`)."""
+        event times (:func:`batch_counts`)."""
         return self.silver.dedup.scope is not DedupScope.TABLE and self.silver.event_time is not None
 
     def known_rows(self, table: DataFrame, reach: BatchTimes | None) -> DataFrame:

@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger
 from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
-from medallion.silver.compile import SilverTransforms, batch_times, compile_silver, latest_rows
+from medallion.silver.compile import (
+    BatchTimes,
+    SilverTransforms,
+    batch_counts,
+    compile_silver,
+    latest_rows,
+)
 from medallion.sinks.delta import (
     BatchAppends,
     append_batch,
@@ -104,14 +109,12 @@ class SilverBatchWriter:
             self._query_id = query_id_of(spark, self.checkpoint)
         return self._query_id
 
-    def _new_rows(self, spark: SparkSession, parsed: DataFrame) -> DataFrame:
-        """The batch's valid rows that silver does not hold yet, one per key, enriched."""
+    def _new_rows(self, spark: SparkSession, parsed: DataFrame,
+                  reach: BatchTimes | None) -> DataFrame:
+        """The batch's valid rows that silver does not hold yet, one per key, enriched; ``reach``
+        is where the batch lies in event time, for the dedup scopes that bound the lookup."""
         flow, compiled, settings = self.flow, self.flow.transforms, self.settings
-        checked = parsed.transform(compiled.valid)
-        valid = checked.transform(compiled.deduplicate)
-        reach = None  # where the batch lies in event time, for the scopes that bound the lookup
-        if compiled.bounded_lookup and flow.silver.event_time:
-            reach = batch_times(checked, flow.silver.event_time)
+        valid = parsed.transform(compiled.valid).transform(compiled.deduplicate)
         known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), reach)
         dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
                       for dimension, bronze in flow.dimensions}
@@ -134,14 +137,12 @@ class SilverBatchWriter:
             return
         parsed = batch.transform(compiled.parse).persist()
         try:
-            counts = parsed.agg(
-                F.count(F.lit(1)).alias("rows_in"),
-                F.count_if(F.size("reasons") > 0).alias("quarantined"),
-            ).first()
-            rows_in, quarantined = int(counts["rows_in"]), int(counts["quarantined"])  # type: ignore[index]
+            # The counts and the valid rows' event times in one pass, which fills the cache.
+            counts = batch_counts(parsed, flow.silver.event_time if compiled.bounded_lookup else None)
+            rows_in, quarantined = counts.rows_in, counts.quarantined
             if rows_in == 0:
                 return
-            new_rows = self._new_rows(spark, parsed).persist()
+            new_rows = self._new_rows(spark, parsed, counts.reach).persist()
             try:
                 query_id = self.query_id(spark)
                 to_table, to_quarantine = new_rows, parsed.transform(compiled.quarantined)

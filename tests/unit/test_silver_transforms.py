@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
-from medallion.silver.compile import batch_times, compile_silver, latest_rows
+from medallion.silver.compile import batch_counts, batch_times, compile_silver, latest_rows
 from tests.conftest import REPO
 
 EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
@@ -207,6 +207,31 @@ def test_event_date_scope_merges_adjacent_days_and_keeps_null_times(spark: Spark
     assert reach.days == ((utc("2025-01-01T00:00:00"), utc("2025-01-03T00:00:00")),)
     assert reach.nulls
     assert sorted(r.event_id for r in SILVER.known_rows(silver, reach).collect()) == ["e1", "e2", "e6"]
+
+
+def test_batch_counts_give_the_counts_and_the_valid_rows_times_in_one_pass(
+        spark: SparkSession) -> None:
+    """What the silver job asks of a parsed batch: its rows, its quarantined rows, and the dates
+    and earliest time of its valid rows only (a quarantined row's time reaches no lookup)."""
+    parsed = spark.createDataFrame(
+        [(utc("2025-01-03T23:59:59.999"), []), (utc("2025-01-02T00:00:00"), []),
+         (utc("2025-01-05T12:00:00"), []), (None, []),
+         (utc("2024-12-31T08:00:00"), ["invalid_amount"]),  # earlier, but quarantined
+         (None, ["missing_timestamp"]), (utc("2025-01-09T00:00:00"), ["duplicate_field"])],
+        "timestamp TIMESTAMP, reasons ARRAY<STRING>")
+    counts = batch_counts(parsed, "timestamp")
+    assert (counts.rows_in, counts.quarantined) == (7, 3)
+    assert counts.reach is not None
+    assert counts.reach.days == ((utc("2025-01-02T00:00:00"), utc("2025-01-04T00:00:00")),
+                                 (utc("2025-01-05T00:00:00"), utc("2025-01-06T00:00:00")))
+    assert (counts.reach.earliest, counts.reach.nulls) == (utc("2025-01-02T00:00:00"), True)
+    # Without an event time to bound the lookup, only the counts.
+    assert batch_counts(parsed, None) == type(counts)(7, 3, None)
+    # Only quarantined rows: no day, no earliest time, no null time among valid rows.
+    only_bad = batch_counts(parsed.where("size(reasons) > 0"), "timestamp")
+    assert only_bad.reach is not None
+    assert (only_bad.rows_in, only_bad.quarantined) == (3, 3)
+    assert (only_bad.reach.days, only_bad.reach.earliest, only_bad.reach.nulls) == ((), None, False)
 
 
 CUSTOMER_SCHEMA = ("customer_id STRING, customer_name STRING, segment STRING, "
