@@ -576,8 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from medallion.spark import start_jvm_ahead
 
             # Checking the gates' arguments loads Great Expectations (about 2 s): the JVM starts
-            # meanwhile. No Spark context exists until the command builds its session; a refused
-            # configuration stops the JVM (in `finally`).
+            # meanwhile. No Spark context exists until the command builds its session; a command
+            # refused before then (here, or in the command itself) stops the JVM.
             start_jvm_ahead(settings)
             check_expectations(settings)
     except ConfigError as exc:
