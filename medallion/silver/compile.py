@@ -122,13 +122,6 @@ def _times_of(found: Row) -> BatchTimes:
     return BatchTimes(tuple(days), found["_earliest"], found["_nulls"] > 0)
 
 
-def batch_times(rows: DataFrame, event_time: str) -> BatchTimes:
-    """The :class:`BatchTimes` of ``rows``, all of them valid (one small Spark job)."""
-    found = rows.agg(*_times_columns(F.col(event_time), F.lit(True))).first()
-    assert found is not None  # a global aggregate has one row
-    return _times_of(found)
-
-
 def batch_counts(parsed: DataFrame, event_time: str | None) -> BatchCounts:
     """The :class:`BatchCounts` of a parsed batch, in one pass over it (one Spark job); its
     reach only with ``event_time``."""

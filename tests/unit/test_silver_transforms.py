@@ -8,11 +8,12 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
-from medallion.silver.compile import batch_counts, batch_times, compile_silver, latest_rows
+from medallion.silver.compile import BatchTimes, batch_counts, compile_silver, latest_rows
 from tests.conftest import REPO
 
 EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
@@ -176,6 +177,14 @@ def test_remove_known_drops_events_already_in_silver(spark: SparkSession) -> Non
 SILVER_ROWS = "event_id STRING, timestamp TIMESTAMP"
 
 
+def reach_of(valid_rows: DataFrame) -> BatchTimes:
+    """Where ``valid_rows`` lie in event time, as the job finds it (every row valid)."""
+    reach = batch_counts(valid_rows.withColumn("reasons", F.array().cast("array<string>")),
+                         "timestamp").reach
+    assert reach is not None
+    return reach
+
+
 def test_event_date_scope_compares_keys_with_the_batch_dates_only(spark: SparkSession) -> None:
     """A re-delivery (same id, same time) is found however late; the lookup reads only the
     dates the batch is on, so the same id at another date is not compared with."""
@@ -188,7 +197,7 @@ def test_event_date_scope_compares_keys_with_the_batch_dates_only(spark: SparkSe
         [("e2", utc("2025-01-02T00:00:00")), ("e3", utc("2025-01-02T23:59:59.999")),
          ("e5", utc("2025-01-05T12:00:00")), ("e9", utc("2025-01-05T08:00:00"))],
         SILVER_ROWS)
-    reach = batch_times(batch, "timestamp")
+    reach = reach_of(batch)
     assert reach.days == ((utc("2025-01-02T00:00:00"), utc("2025-01-03T00:00:00")),
                           (utc("2025-01-05T00:00:00"), utc("2025-01-06T00:00:00")))
     assert (reach.earliest, reach.nulls) == (utc("2025-01-02T00:00:00"), False)
@@ -203,7 +212,7 @@ def test_event_date_scope_merges_adjacent_days_and_keeps_null_times(spark: Spark
     batch = spark.createDataFrame(
         [("e1", utc("2025-01-01T09:00:00")), ("e2", utc("2025-01-02T09:00:00")), ("e6", None)],
         SILVER_ROWS)
-    reach = batch_times(batch, "timestamp")
+    reach = reach_of(batch)
     assert reach.days == ((utc("2025-01-01T00:00:00"), utc("2025-01-03T00:00:00")),)
     assert reach.nulls
     assert sorted(r.event_id for r in SILVER.known_rows(silver, reach).collect()) == ["e1", "e2", "e6"]
