@@ -116,8 +116,8 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
 
     # A run with nothing new commits nothing anywhere.
     before = table_versions(spark, settings)
-    frozen = snapshot(spark, settings)
+    frozen = snapshot(settings)
     runs = by_table(run_pipeline(spark, settings, Layer.ALL, Trigger()))
     assert table_versions(spark, settings) == before
-    assert snapshot(spark, settings) == frozen
+    assert snapshot(settings) == frozen
     assert all(run.rows_in == 0 for run in runs.values())

@@ -108,7 +108,7 @@ def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings
                      GenerateSpec(events=100, files=2, users=6, burst="f1", start=START,
                                   seconds_between_events=10, seed=31))
     run_pipeline(spark, settings, Layer.ALL, Trigger())
-    before = snapshot(spark, settings)
+    before = snapshot(settings)
     silver_log = Path(SILVER_EVENTS.path(settings)) / "_delta_log"
     commits = sorted(silver_log.glob("*.json"))
     first_commit = commits[0].stat().st_mtime_ns
@@ -120,7 +120,7 @@ def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings
 
     assert cli(settings, "backfill", "silver/events", "--full-refresh", "--yes") == 0
     assert commits[0].stat().st_mtime_ns != first_commit  # a new table, from version 0
-    refreshed = snapshot(spark, settings)
+    refreshed = snapshot(settings)
 
     # The first run was a fresh run on the same landing files: the rebuild equals it exactly.
     assert refreshed == before

@@ -140,4 +140,4 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
     assert [app["name"] for app in apps] == ["medallion-all"]
 
     run_pipeline(spark, settings, Layer.ALL, Trigger())
-    assert snapshot(spark, on_cluster) == snapshot(spark, settings)
+    assert snapshot(on_cluster) == snapshot(settings)

@@ -87,7 +87,7 @@ def runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     reference = make_settings_at(root / "reference", landing, conf)
     shutil.copytree(after_run_1, reference.paths.lakehouse)
     summary = run_all(spark, reference)
-    return Runs(conf, landing, after_run_1, snapshot(spark, reference), summary[SILVER])
+    return Runs(conf, landing, after_run_1, snapshot(reference), summary[SILVER])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -143,7 +143,7 @@ def test_truncated_newest_offsets_fails_loudly_and_a_copy_recovers(
     damaged.write_bytes(data[: len(data) // 2])
     if not checksum:
         (damaged.parent / f".{damaged.name}.crc").unlink()
-    before = snapshot(spark, settings)
+    before = snapshot(settings)
 
     with pytest.raises(CheckpointError) as failure:
         run_all(spark, settings)
@@ -155,11 +155,11 @@ def test_truncated_newest_offsets_fails_loudly_and_a_copy_recovers(
     # Nothing from the table's layer on was written by the failed run; upstream layers ran.
     downstream = GOLD_TABLES if table.startswith("gold/") else (
         "silver/events", "silver/events_quarantine", "duplicates_removed", *GOLD_TABLES)
-    assert_tables(snapshot(spark, settings), before, downstream)
+    assert_tables(snapshot(settings), before, downstream)
 
     put_back(backup, checkpoint)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 def test_deleted_metadata_fails_loudly_and_a_copy_recovers(
@@ -170,7 +170,7 @@ def test_deleted_metadata_fails_loudly_and_a_copy_recovers(
     checkpoint = Path(settings.checkpoint_path(SILVER))
     backup = shutil.copytree(checkpoint, tmp_path / "backup")
     (checkpoint / "metadata").unlink()
-    before = snapshot(spark, settings)
+    before = snapshot(settings)
 
     with pytest.raises(CheckpointError) as failure:
         run_all(spark, settings)
@@ -178,12 +178,12 @@ def test_deleted_metadata_fails_loudly_and_a_copy_recovers(
     assert message.startswith(
         f"{SILVER}: checkpoint file {checkpoint.as_posix()}/metadata is missing"), message
     assert f"medallion backfill {SILVER} --full-refresh" in message
-    assert_tables(snapshot(spark, settings), before,
+    assert_tables(snapshot(settings), before,
                   ("silver/events", "silver/events_quarantine", "duplicates_removed", *GOLD_TABLES))
 
     put_back(backup, checkpoint)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 def test_a_failed_start_stops_the_queries_started_before_it(
@@ -204,7 +204,7 @@ def test_a_failed_start_stops_the_queries_started_before_it(
 
     put_back(backup, checkpoint)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
@@ -227,10 +227,10 @@ def test_windows_owed_by_a_query_stopped_after_a_commit_are_closed_on_restart(
     planned = json.loads((checkpoint / "offsets" / batch).read_text().splitlines()[1])
     committed = json.loads((checkpoint / "commits" / batch).read_text().splitlines()[1])
     assert committed["nextBatchWatermarkMs"] > planned["batchWatermarkMs"], "no window owed"
-    assert snapshot(spark, settings)["gold/user_sessions"] != runs.expected["gold/user_sessions"]
+    assert snapshot(settings)["gold/user_sessions"] != runs.expected["gold/user_sessions"]
 
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 @pytest.mark.parametrize("table", [SILVER, "gold/user_sessions"])
@@ -244,7 +244,7 @@ def test_deleted_newest_commit_replays_the_batch_without_a_second_write(
     summary = run_all(spark, settings)
 
     assert deleted.exists(), "the batch was replayed and committed again"
-    actual = snapshot(spark, settings)
+    actual = snapshot(settings)
     assert_tables(actual, runs.expected)
     # I1 accounting: every bronze row is in silver, in quarantine or a counted duplicate.
     assert (sum(actual["bronze/events"].values())
@@ -268,7 +268,7 @@ def test_deleted_state_fails_loudly_and_a_copy_recovers(
     checkpoint = Path(settings.checkpoint_path(table))
     backup = shutil.copytree(checkpoint, tmp_path / "backup")
     shutil.rmtree(checkpoint / "state")
-    before = snapshot(spark, settings)
+    before = snapshot(settings)
 
     with pytest.raises(CheckpointError) as failure:
         run_all(spark, settings)
@@ -277,11 +277,11 @@ def test_deleted_state_fails_loudly_and_a_copy_recovers(
         f"{table}: checkpoint {checkpoint.as_posix()}: {checkpoint.as_posix()}/state/0 is "
         "missing"), message
     assert f"medallion backfill {table} --full-refresh" in message
-    assert_tables(snapshot(spark, settings), before, GOLD_TABLES)
+    assert_tables(snapshot(settings), before, GOLD_TABLES)
 
     put_back(backup, checkpoint)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 def state_versions(checkpoint: Path) -> dict[Path, set[int]]:
@@ -323,7 +323,7 @@ def test_old_state_versions_deleted_by_maintenance_are_not_needed_by_the_next_ru
             folder: {max(versions)} for folder, versions in before[key].items()}, key
     assert {key: files > 0 for key, files in deleted.items()} == dict.fromkeys(checkpoints, True)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
 
 def test_checkpoint_restored_from_an_older_copy_fails_loudly(
@@ -333,7 +333,7 @@ def test_checkpoint_restored_from_an_older_copy_fails_loudly(
     checkpoint = Path(settings.checkpoint_path(table))
     older = shutil.copytree(checkpoint, tmp_path / "after_run_1")
     run_all(spark, settings)  # run 2, on the third file
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
     newer = shutil.copytree(checkpoint, tmp_path / "after_run_2")
     planned = int(newest(older / "offsets").name)
     newest_run_2 = int(newest(newer / "offsets").name)
@@ -351,8 +351,8 @@ def test_checkpoint_restored_from_an_older_copy_fails_loudly(
         rf"the checkpoint's newest batch is {planned}\.", message)
     assert found and planned < int(found.group(1)) <= newest_run_2, message
     assert f"medallion backfill {table} --full-refresh" in message
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)
 
     put_back(newer, checkpoint)
     run_all(spark, settings)
-    assert_tables(snapshot(spark, settings), runs.expected)
+    assert_tables(snapshot(settings), runs.expected)

@@ -153,7 +153,7 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             landed.update(_kill_chain(conf, landing, crashed_lakehouse, tmp_path, rng,
                                       KILLS_PER_PHASE, horizon, f"{burst}-seed{seed}"))
             finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
-            expected, actual = snapshot(spark, clean), snapshot(spark, crashed)
+            expected, actual = snapshot(clean), snapshot(crashed)
             for table in expected:
                 assert actual[table] == expected[table], f"{table} differs after kills ({burst})"
     finally:

@@ -21,6 +21,7 @@ from medallion.config import Settings, Trigger
 from medallion.runner import Layer, run_pipeline
 from medallion.tables import SILVER_BATCH_METRICS, TableSpec
 from tests.conftest import REPO
+from tests.lakehouse_views import table_rows
 from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at
 from tests.reliability.test_kill_anywhere import finish, planned_kills
 
@@ -66,7 +67,7 @@ def _landing(root: Path) -> Path:
     return landing
 
 
-def _snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
+def _snapshot(settings: Settings) -> dict[str, Counter]:
     """Every table of the orders pipeline as a multiset of rows, without the run-dependent
     columns; and how many re-exported lines silver removed."""
     views: dict[str, Counter] = {}
@@ -77,15 +78,11 @@ def _snapshot(spark: SparkSession, settings: Settings) -> dict[str, Counter]:
             views[spec.key] = Counter()
             continue
         dropped = RUN_DEPENDENT | ({"source_file"} if spec.layer != "bronze" else set())
-        columns = [c for c in spec.column_names if c not in dropped]
-        frame = spark.read.format("delta").load(str(path)).select(*columns)
-        views[spec.key] = Counter(
-            tuple(v.normalize() if isinstance(v, Decimal) else tuple(v) if isinstance(v, list)
-                  else v for v in row) for row in frame.collect())
-    metrics = spark.read.format("delta").load(SILVER_BATCH_METRICS.path(settings))
+        views[spec.key] = table_rows(str(path), [c for c in spec.column_names if c not in dropped])
+    metrics = table_rows(SILVER_BATCH_METRICS.path(settings), ("table", "duplicates_removed"))
     views["duplicates_removed"] = Counter({"total": sum(
-        r[0] for r in metrics.where("table = 'silver/order_lines'")
-        .select("duplicates_removed").collect())})
+        removed * times for (table, removed), times in metrics.items()
+        if table == "silver/order_lines")})
     return views
 
 
@@ -113,7 +110,7 @@ def test_orders_killed_mid_batch_in_every_layer_ends_equal_to_uninterrupted_runs
                                crashed_lakehouse / "_checkpoints", POINTS, *ORDERS)
         assert landed == ["bronze", "silver", "gold"], landed
         finish(conf, landing, crashed_lakehouse, tmp_path / "final.log", *ORDERS)
-        expected, actual = _snapshot(spark, clean), _snapshot(spark, crashed)
+        expected, actual = _snapshot(clean), _snapshot(crashed)
         assert expected["silver/order_lines"], "the orders reached silver"
         assert expected["duplicates_removed"]["total"] > 0, "re-exported lines were removed"
         assert expected["silver/order_lines_quarantine"], "the zero quantity was quarantined"

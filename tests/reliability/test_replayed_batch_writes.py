@@ -63,7 +63,7 @@ def test_batches_replayed_after_their_first_writes_landed_write_each_row_once(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = _lakehouse(tmp_path, "reference")
     _run(spark, reference, Layer.ALL)
-    expected_tables, expected_records = snapshot(spark, reference), _batch_records(spark, reference)
+    expected_tables, expected_records = snapshot(reference), _batch_records(spark, reference)
     assert expected_tables["silver/events_quarantine"], "the data has quarantined lines"
     assert {r[0] for r in expected_records["results"]} >= {"silver/events",
                                                            "gold/event_counts_5m"}
@@ -87,5 +87,5 @@ def test_batches_replayed_after_their_first_writes_landed_write_each_row_once(
             _run(spark, settings, Layer.GOLD)
     _run(spark, settings, Layer.GOLD)  # replays each MERGE table's batch
 
-    assert snapshot(spark, settings) == expected_tables
+    assert snapshot(settings) == expected_tables
     assert _batch_records(spark, settings) == expected_records
