@@ -32,9 +32,11 @@ from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
     BatchAppends,
+    TableToMake,
     append_batch,
     batch_range,
     ensure_table,
+    ensure_tables,
     guard_checkpoint,
     never_written,
     query_id_of,
@@ -154,16 +156,34 @@ class UpsertWriter:
         log.info("%s batch %d: %d rows written", self.table.key, batch_id, rows)
 
 
-def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
-               gold: GoldFlow) -> RunningQuery:
-    """Start the query of one gold table; idle while an input has never been written."""
-    spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
-    inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
+def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> bool:
+    """Whether a gold query has work: every input written, and something in them it has not seen
+    (or a trigger that keeps it running)."""
     if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
-        return RunningQuery(spec.key, None, idle=True)  # an input has never been written
-    if skippable(spark, trigger, path, checkpoint, inputs):
-        return RunningQuery(spec.key, None, idle=True)  # nothing in its input it has not seen
-    ensure_table(spark, spec, path, settings.table_doc(spec.key))
+        return False  # an input has never been written
+    inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
+    return not skippable(spark, trigger, gold.spec.path(settings), gold.spec.checkpoint(settings),
+                         inputs)
+
+
+def flow_tables(settings: Settings, gold: GoldFlow) -> list[TableToMake]:
+    """The tables a gold query writes: its own, and its quarantine if an expectation drops."""
+    spec = gold.spec
+    tables: list[TableToMake] = [(spec, spec.path(settings), settings.table_doc(spec.key))]
+    if any(e.severity.value == "drop" for e in settings.expectations_of(spec.key)):
+        quarantine = quarantine_of(spec)
+        tables.append((quarantine, quarantine.path(settings), settings.table_doc(quarantine.key)))
+    return tables
+
+
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow,
+               due: bool | None = None) -> RunningQuery:
+    """Start the query of one gold table; idle without work (``due``: already decided)."""
+    spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
+    if not (flow_due(spark, settings, trigger, gold) if due is None else due):
+        return RunningQuery(spec.key, None, idle=True)
+    for table in flow_tables(settings, gold):
+        ensure_table(spark, *table)
     # Every gold aggregation keeps windows or sessions in its state store.
     state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
                              app_id=(lambda query_id: txn_app_id(spec.key, query_id))
@@ -175,9 +195,6 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
     expectations = settings.expectations_of(spec.key)
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)
-    if any(e.severity.value == "drop" for e in expectations):
-        ensure_table(spark, quarantine, quarantine.path(settings),
-                     settings.table_doc(quarantine.key))
     streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
                for table in gold.inputs]
     aggregated = _transform_for(spark, gold, checkpoint, state is not None)(*streams)
@@ -209,12 +226,21 @@ def _transform_for(spark: SparkSession, gold: GoldFlow, checkpoint: str,
 
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start bringing every declared gold table up to date with what is new in its input."""
+    """Start bringing every declared gold table up to date with what is new in its input.
+
+    The tables of the queries with work are made first, side by side (on a new lakehouse, each
+    query's table is created there); each query's start then finds them.
+    """
     flows = gold_flows(settings)
-    with failing_as(QUALITY_RESULTS.key):
-        ensure_table(spark, QUALITY_RESULTS, QUALITY_RESULTS.path(settings))
-    started = []
+    due = []
     for gold in flows:
         with failing_as(gold.spec.key):
-            started.append(start_flow(spark, settings, trigger, gold))
+            due.append(flow_due(spark, settings, trigger, gold))
+    ensure_tables(spark, [(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None),
+                          *(table for gold, has_work in zip(flows, due, strict=True) if has_work
+                            for table in flow_tables(settings, gold))])
+    started = []
+    for gold, has_work in zip(flows, due, strict=True):
+        with failing_as(gold.spec.key):
+            started.append(start_flow(spark, settings, trigger, gold, has_work))
     return started

@@ -30,9 +30,11 @@ from medallion.silver.compile import (
 )
 from medallion.sinks.delta import (
     BatchAppends,
+    TableToMake,
     append_batch,
     committed_txn_version,
     ensure_table,
+    ensure_tables,
     guard_checkpoint,
     query_id_of,
     txn_app_id,
@@ -187,26 +189,50 @@ class SilverBatchWriter:
 
 
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start processing what is new in bronze into every declared silver table and its quarantine."""
-    started = []
-    for flow in silver_flows(settings):
+    """Start processing what is new in bronze into every declared silver table and its quarantine.
+
+    The tables of the queries with work are made first, side by side; each query's start then
+    finds them.
+    """
+    flows = silver_flows(settings)
+    due = []
+    for flow in flows:
         with failing_as(flow.spec.key):
-            started.append(start_flow(spark, settings, trigger, flow))
+            due.append(flow_due(spark, settings, trigger, flow))
+    ensure_tables(spark, [table for flow, has_work in zip(flows, due, strict=True) if has_work
+                          for table in flow_tables(settings, flow)])
+    started = []
+    for flow, has_work in zip(flows, due, strict=True):
+        with failing_as(flow.spec.key):
+            started.append(start_flow(spark, settings, trigger, flow, has_work))
     return started
 
 
-def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger,
-               flow: SilverFlow) -> RunningQuery:
-    """Start the query of one silver table."""
-    table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
+def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow) -> bool:
+    """Whether a silver query has work: its bronze table written, with rows it has not seen (or a
+    trigger that keeps it running)."""
     if newest_table_version(spark, flow.input.path(settings)) < 0:
-        return RunningQuery(table.key, None, idle=True)  # its source has landed nothing yet
-    if skippable(spark, trigger, table.path(settings), checkpoint,
-                 DeltaInput(flow.input.path(settings))):
-        return RunningQuery(table.key, None, idle=True)  # nothing in bronze it has not seen
-    for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), table, flow.quarantine,
-                 SILVER_BATCH_METRICS, QUALITY_RESULTS):
-        ensure_table(spark, spec, spec.path(settings), settings.table_doc(spec.key))
+        return False  # its source has landed nothing yet
+    return not skippable(spark, trigger, flow.spec.path(settings), flow.spec.checkpoint(settings),
+                         DeltaInput(flow.input.path(settings)))
+
+
+def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
+    """The tables a silver query reads and writes: its bronze input and dimensions (a dimension
+    not landed yet is read as an empty table), its table, quarantine, metrics and gate results."""
+    return [(spec, spec.path(settings), settings.table_doc(spec.key))
+            for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), flow.spec,
+                         flow.quarantine, SILVER_BATCH_METRICS, QUALITY_RESULTS)]
+
+
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow,
+               due: bool | None = None) -> RunningQuery:
+    """Start the query of one silver table; idle without work (``due``: already decided)."""
+    table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
+    if not (flow_due(spark, settings, trigger, flow) if due is None else due):
+        return RunningQuery(table.key, None, idle=True)
+    for made in flow_tables(settings, flow):
+        ensure_table(spark, *made)
     # The table's own write is the batch's last, so its transaction id says how far it got.
     state = guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
                              app_id=lambda query_id: txn_app_id(table.key, query_id))

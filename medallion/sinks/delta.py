@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ from medallion.sinks.rows import (
     delta_rs_can_write,
     location_for_writing,
 )
+from medallion.streaming import failing_as
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,36 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
         .comment(table_comment(spec, doc))
         .execute()
     )
+
+
+TableToMake = tuple[TableSpec, str, TableDoc | None]  # a table, its path, its declaration
+
+
+def ensure_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
+    """:func:`ensure_table` for each of ``tables``, those not yet committed side by side.
+
+    A layer's start creates the tables of its new queries before starting them: on a new
+    lakehouse, two in bronze, four in silver, six in gold. Each creation is a Delta commit, a
+    catalog entry and a small Spark job: 0.2-0.9 s of mostly waiting driver work, which threads
+    overlap. A table is created once however often it is named; an error names its table.
+    """
+    pending: dict[str, TableToMake] = {}
+    for spec, path, doc in tables:
+        if path not in pending and not committed_table_at(spark, path):
+            pending[path] = (spec, path, doc)
+
+    def make(table: TableToMake) -> None:
+        with failing_as(table[0].key):
+            ensure_table(spark, *table)
+
+    if len(pending) < 2:
+        for table in pending.values():
+            make(table)
+        return
+    with ThreadPoolExecutor(max_workers=min(len(pending), 4),
+                            thread_name_prefix="medallion-create") as pool:
+        for _ in pool.map(make, pending.values()):
+            pass
 
 
 def committed_table_at(spark: SparkSession, path: str) -> bool:

@@ -7,13 +7,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.catalog import register_table
+from medallion.errors import JobError
 from medallion.idle import newest_table_version
-from medallion.sinks.delta import ensure_table
-from medallion.tables import QUALITY_RESULTS
+from medallion.sinks.delta import ensure_table, ensure_tables
+from medallion.tables import QUALITY_RESULTS, TableSpec
 from tests.conftest import make_settings
 
 
@@ -65,3 +67,32 @@ def test_registering_a_table_replaces_an_entry_whose_table_was_deleted(
     detail = register_table(spark, spec, spec.path(new))
     assert str(detail["location"]).removeprefix("file:").rstrip("/") == spec.path(new)
     assert _entry(spark, name)[0] == spec.path(new)
+
+
+def test_a_layers_tables_are_created_side_by_side_each_once_and_an_error_names_its_table(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """``ensure_tables``: what a silver layer's start asks for (tables two queries share named
+    twice, one left half-created by a killed run, one already there) ends with every table
+    committed once and registered; a table that cannot be created fails naming it."""
+    settings = make_settings(tmp_path)
+    specs = [TableSpec.from_decl(decl) for decl in settings.pipeline("events").tables()
+             if decl.key.startswith(("silver/", "gold/"))]
+    existing, interrupted = specs[0], specs[1]
+    ensure_table(spark, existing, existing.path(settings))
+    Path(interrupted.path(settings), "_delta_log", "_staged_commits").mkdir(parents=True)
+    asked = [(spec, spec.path(settings), settings.table_doc(spec.key)) for spec in specs]
+
+    ensure_tables(spark, [*asked, *asked, (QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None)])
+
+    for spec in (*specs, QUALITY_RESULTS):
+        assert sorted(p.name for p in Path(spec.path(settings), "_delta_log").glob("*.json")) \
+            == ["0" * 20 + ".json"], spec.key  # one commit: created once, none twice
+        assert _entry(spark, spec.qualified_name)[0] == spec.path(settings), spec.key
+
+    blocked = specs[2]
+    elsewhere = make_settings(tmp_path / "elsewhere")
+    Path(elsewhere.paths.lakehouse).mkdir(parents=True)
+    Path(blocked.path(elsewhere)).parent.mkdir(parents=True)
+    Path(blocked.path(elsewhere)).write_text("a file where the table's folder should be")
+    with pytest.raises(JobError, match=f"^{blocked.key}: "):
+        ensure_tables(spark, [(spec, spec.path(elsewhere), None) for spec in specs[2:5]])
