@@ -11,6 +11,7 @@ kills per phase and seed); it prints where the kills landed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -91,6 +92,18 @@ def _kill_chain(conf: Path, landing: Path, lakehouse: Path, log_dir: Path, rng: 
     return landed
 
 
+def _bytes_under(folder: Path) -> int:
+    """The size of the files under ``folder``. What vanishes meanwhile counts nothing: the last
+    run's JVM deletes its own scratch folder as it exits, which can be after the command has
+    returned (PySpark's JVM stops when it sees its Python process gone)."""
+    total = 0
+    for root, _, files in os.walk(folder):  # a folder removed under the walk is skipped
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += (Path(root) / name).stat().st_size
+    return total
+
+
 def _newest_batch(checkpoint: Path) -> int:
     offsets = checkpoint / "offsets"
     return max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=-1) \
@@ -164,5 +177,5 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
     assert sum(landed.values()) == 2 * KILLS_PER_PHASE + planned, landed  # every kill hit a run
     # A killed JVM cannot remove its scratch folder. It must stay small: a local session that
     # copied its jars there (Spark's way with spark.jars) left 600 MB per kill and filled disks.
-    left = sum(f.stat().st_size for f in spark_scratch(crashed_lakehouse).rglob("*") if f.is_file())
+    left = _bytes_under(spark_scratch(crashed_lakehouse))
     assert left < 20 * 2**20 * sum(landed.values()), f"{left / 2**20:.0f} MB left by the kills"
