@@ -96,10 +96,11 @@ TableToMake = tuple[TableSpec, str, TableDoc | None]  # a table, its path, its d
 def ensure_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
     """:func:`ensure_table` for each of ``tables``, those not yet committed side by side.
 
-    A layer's start creates the tables of its new queries before starting them: on a new
-    lakehouse, two in bronze, four in silver, six in gold. Each creation is a Delta commit, a
-    catalog entry and a small Spark job: 0.2-0.9 s of mostly waiting driver work, which threads
-    overlap. A table is created once however often it is named; an error names its table.
+    Silver's and gold's starts make the tables of their queries with work before starting them:
+    on a new lakehouse, four in silver and five in gold for the default pipeline. Each creation is
+    a Delta commit, a catalog entry and a small Spark job: 0.2-0.9 s of mostly waiting driver
+    work, which threads overlap. A table is made once however often it is named; an error names
+    its table.
     """
     pending: dict[str, TableToMake] = {}
     for spec, path, doc in tables:
