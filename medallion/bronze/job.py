@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -12,8 +13,10 @@ from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
 from medallion.hadoopfs import path_exists
 from medallion.idle import FolderInput, newest_table_version, skippable
+from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
+    TableToMake,
     ensure_table,
     guard_checkpoint,
     rows_written_since,
@@ -21,7 +24,7 @@ from medallion.sinks.delta import (
 )
 from medallion.sources.files import read_landing
 from medallion.sources.kafka import read_kafka_stream
-from medallion.streaming import RunningQuery, TableRun, failing_as
+from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
@@ -38,18 +41,34 @@ def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
     return TableSpec.from_decl(pipeline.table(source.bronze_key))
 
 
-def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
-                     pipeline: PipelineSpec, source: SourceSpec) -> RunningQuery:
+def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
+                   pipeline: PipelineSpec, source: SourceSpec) -> bool:
+    """Whether a file source has work: a landing folder with files not in bronze yet (or a
+    trigger that keeps it running)."""
     spec = bronze_spec(pipeline, source)
-    path, folder = spec.path(settings), landing_folder(settings, source)
-    if skippable(spark, trigger, path, spec.checkpoint(settings),
+    folder = landing_folder(settings, source)
+    if skippable(spark, trigger, spec.path(settings), spec.checkpoint(settings),
                  FolderInput(folder, source.file_glob)):
-        return RunningQuery(spec.key, None, idle=True)  # every landed file is in bronze already
+        return False  # every landed file is in bronze already
     if not path_exists(spark, folder):
         # Nothing landed yet: no table is made for it (nor, downstream, from it). Said with -v
         # only: a pipeline whose data has not come yet is not a fault of this run.
         log.info("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
+        return False
+    return True
+
+
+def _table_of(settings: Settings, pipeline: PipelineSpec, source: SourceSpec) -> list[TableToMake]:
+    spec = bronze_spec(pipeline, source)
+    return [(spec, spec.path(settings), settings.table_doc(spec.key))]
+
+
+def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
+                     pipeline: PipelineSpec, source: SourceSpec, due: bool) -> RunningQuery:
+    spec = bronze_spec(pipeline, source)
+    if not due:
         return RunningQuery(spec.key, None, idle=True)
+    path, folder = spec.path(settings), landing_folder(settings, source)
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     checkpoint = spec.checkpoint(settings)
     guard_checkpoint(spark, path, checkpoint, spec.key)
@@ -69,16 +88,23 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
 
 def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start landing what is new of every source that runs, of every pipeline, in its bronze
-    table; a missing landing folder is skipped."""
-    queries: list[RunningQuery] = []
-    for pipeline in settings.pipelines:
-        for source in settings.active_sources(pipeline):
-            with failing_as(source.bronze_key):
-                if source.format is SourceFormat.KAFKA:
-                    queries.append(start_bronze_kafka(spark, settings, trigger, pipeline, source))
-                else:
-                    queries.append(_start_ingestion(spark, settings, trigger, pipeline, source))
-    return queries
+    table; a missing landing folder is skipped. The tables of the sources with work are made
+    first, side by side (:func:`~medallion.layer.start_layer`)."""
+    return start_layer(spark, [_planned(spark, settings, trigger, pipeline, source)
+                               for pipeline in settings.pipelines
+                               for source in settings.active_sources(pipeline)])
+
+
+def _planned(spark: SparkSession, settings: Settings, trigger: Trigger, pipeline: PipelineSpec,
+             source: SourceSpec) -> PlannedQuery:
+    args = (spark, settings, trigger, pipeline, source)
+    tables = partial(_table_of, settings, pipeline, source)
+    if source.format is SourceFormat.KAFKA:
+        # Always started: only the broker knows whether its topics hold anything new.
+        return PlannedQuery(source.bronze_key, due=lambda: True, tables=tables,
+                            start=lambda _due: start_bronze_kafka(*args))
+    return PlannedQuery(source.bronze_key, due=partial(_ingestion_due, *args), tables=tables,
+                        start=partial(_start_ingestion, *args))
 
 
 def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -28,6 +29,7 @@ from medallion.gold.compile import (
     latest_per_key,
 )
 from medallion.idle import DeltaInput, newest_table_version, skippable
+from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time
 from medallion.sinks.delta import (
@@ -36,7 +38,6 @@ from medallion.sinks.delta import (
     append_batch,
     batch_range,
     ensure_table,
-    ensure_tables,
     guard_checkpoint,
     never_written,
     query_id_of,
@@ -45,7 +46,7 @@ from medallion.sinks.delta import (
     with_trigger,
 )
 from medallion.sources.delta import read_table_stream
-from medallion.streaming import RunningQuery, failing_as
+from medallion.streaming import RunningQuery
 from medallion.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 
 log = logging.getLogger(__name__)
@@ -231,16 +232,9 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
     The tables of the queries with work are made first, side by side (on a new lakehouse, each
     query's table is created there); each query's start then finds them.
     """
-    flows = gold_flows(settings)
-    due = []
-    for gold in flows:
-        with failing_as(gold.spec.key):
-            due.append(flow_due(spark, settings, trigger, gold))
-    ensure_tables(spark, [(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None),
-                          *(table for gold, has_work in zip(flows, due, strict=True) if has_work
-                            for table in flow_tables(settings, gold))])
-    started = []
-    for gold, has_work in zip(flows, due, strict=True):
-        with failing_as(gold.spec.key):
-            started.append(start_flow(spark, settings, trigger, gold, has_work))
-    return started
+    return start_layer(spark, [
+        PlannedQuery(gold.spec.key, due=partial(flow_due, spark, settings, trigger, gold),
+                     tables=partial(flow_tables, settings, gold),
+                     start=partial(start_flow, spark, settings, trigger, gold))
+        for gold in gold_flows(settings)],
+        shared=[(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None)])

@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Settings, Trigger
 from medallion.idle import DeltaInput, newest_table_version, skippable
+from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate
 from medallion.silver.compile import (
@@ -34,14 +36,13 @@ from medallion.sinks.delta import (
     append_batch,
     committed_txn_version,
     ensure_table,
-    ensure_tables,
     guard_checkpoint,
     query_id_of,
     txn_app_id,
     with_trigger,
 )
 from medallion.sources.delta import read_table, read_table_stream
-from medallion.streaming import RunningQuery, TableRun, failing_as
+from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 
 log = logging.getLogger(__name__)
@@ -191,21 +192,14 @@ class SilverBatchWriter:
 def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
     """Start processing what is new in bronze into every declared silver table and its quarantine.
 
-    The tables of the queries with work are made first, side by side; each query's start then
-    finds them.
+    The tables of the queries with work are made first, side by side
+    (:func:`~medallion.layer.start_layer`); each query's start then finds them.
     """
-    flows = silver_flows(settings)
-    due = []
-    for flow in flows:
-        with failing_as(flow.spec.key):
-            due.append(flow_due(spark, settings, trigger, flow))
-    ensure_tables(spark, [table for flow, has_work in zip(flows, due, strict=True) if has_work
-                          for table in flow_tables(settings, flow)])
-    started = []
-    for flow, has_work in zip(flows, due, strict=True):
-        with failing_as(flow.spec.key):
-            started.append(start_flow(spark, settings, trigger, flow, has_work))
-    return started
+    return start_layer(spark, [
+        PlannedQuery(flow.spec.key, due=partial(flow_due, spark, settings, trigger, flow),
+                     tables=partial(flow_tables, settings, flow),
+                     start=partial(start_flow, spark, settings, trigger, flow))
+        for flow in silver_flows(settings)])
 
 
 def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow) -> bool:

@@ -14,7 +14,9 @@ from pyspark.sql import SparkSession
 from medallion.catalog import register_table
 from medallion.errors import JobError
 from medallion.idle import newest_table_version
+from medallion.layer import PlannedQuery, start_layer
 from medallion.sinks.delta import ensure_table, ensure_tables
+from medallion.streaming import RunningQuery
 from medallion.tables import QUALITY_RESULTS, TableSpec
 from tests.conftest import make_settings
 
@@ -96,3 +98,47 @@ def test_a_layers_tables_are_created_side_by_side_each_once_and_an_error_names_i
     Path(blocked.path(elsewhere)).write_text("a file where the table's folder should be")
     with pytest.raises(JobError, match=f"^{blocked.key}: "):
         ensure_tables(spark, [(spec, spec.path(elsewhere), None) for spec in specs[2:5]])
+
+
+def test_a_layer_decides_every_querys_work_then_makes_the_tables_of_those_with_work_then_starts(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """``start_layer``: each query is asked once whether it has work, before any table is made;
+    the tables of the queries with work and the shared ones are made before any query starts;
+    an idle query's tables are not made, and it is started with what it answered (idle). An error
+    while deciding names the query's table."""
+    settings = make_settings(tmp_path)
+    specs = [TableSpec.from_decl(decl) for decl in settings.pipeline("events").tables()
+             if decl.key.startswith("gold/")][:3]
+    busy, idle, other = specs
+    events: list[str] = []
+
+    def planned(spec: TableSpec, has_work: bool) -> PlannedQuery:
+        def due() -> bool:
+            events.append(f"due {spec.key}")
+            return has_work
+
+        def start(given: bool) -> RunningQuery:
+            made = {s.key for s in specs if Path(s.path(settings), "_delta_log").is_dir()}
+            events.append(f"start {spec.key} {given} {sorted(made)}")
+            return RunningQuery(spec.key, None, idle=not given)
+
+        return PlannedQuery(spec.key, due=due, start=start,
+                            tables=lambda: [(spec, spec.path(settings), None)])
+
+    started = start_layer(spark, [planned(busy, True), planned(idle, False)],
+                          shared=[(other, other.path(settings), None)])
+
+    made = sorted({busy.key, other.key})
+    assert events == [f"due {busy.key}", f"due {idle.key}",
+                      f"start {busy.key} True {made}", f"start {idle.key} False {made}"]
+    assert [(run.table, run.idle) for run in started] == [(busy.key, False), (idle.key, True)]
+    assert not Path(idle.path(settings)).exists()
+    assert newest_table_version(spark, busy.path(settings)) == 0
+
+    def failing() -> bool:
+        raise OSError("the landing folder cannot be listed")
+
+    with pytest.raises(JobError, match=f"^{idle.key}: .*cannot be listed"):
+        start_layer(spark, [planned(busy, True),
+                            PlannedQuery(idle.key, due=failing, tables=list,
+                                         start=lambda _: RunningQuery(idle.key, None))])
