@@ -284,6 +284,9 @@ JVM_LOGGING_OPTION = ("-Dlog4j2.configurationFile="
                       + Path(__file__).resolve().with_name("log4j2.properties").as_uri())
 
 
+JVM_LOG_LEVEL = "MEDALLION_JVM_LOG_LEVEL"
+
+
 def spark_jars_dir() -> Path:
     """The jars of the Spark installation whose launcher PySpark runs."""
     from pyspark.find_spark_home import _find_spark_home
@@ -396,6 +399,8 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
             archive = archive_plan(os.environ, spark_jars_dir(), class_path, options,
                                    conf.get("spark.driver.memory"))
         conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, archive.options]))
+    # Read by log4j2.properties when the JVM starts: its loggers at the session's level from then.
+    os.environ[JVM_LOG_LEVEL] = settings.spark.log_level
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
         # whatever ``python3`` the PATH finds first, which may be another version. PySpark reads
