@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,11 +63,17 @@ def _stamp(path: str) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def archive_key(java: str, spark_jars: Path, class_path: list[str], java_options: str,
-                driver_memory: str | None) -> str:
-    """A digest of what an archive is valid for: the JVM binary, Spark's jars, the extra class
-    path and the JVM's options."""
-    parts = [_stamp(java), *(_stamp(str(jar)) for jar in sorted(spark_jars.glob("*.jar"))),
+def archive_key(java: str, spark_jars: Path, class_path: Sequence[str], java_options: str,
+                driver_memory: str | None, before: Sequence[str] = ()) -> str:
+    """A digest of what an archive is valid for: the JVM binary, its whole class path (``before``
+    Spark's jars, Spark's jars, ``class_path`` after them) and the JVM's options.
+
+    The JVM maps an archive only for the class path it was written with, in the same order, and
+    silently runs without it otherwise: two JVMs whose class paths differ (the Thrift server puts
+    the packages' jars before Spark's) must not share one.
+    """
+    parts = [_stamp(java), *(_stamp(entry) for entry in before), "spark:",
+             *(_stamp(str(jar)) for jar in sorted(spark_jars.glob("*.jar"))), "after:",
              *(_stamp(entry) for entry in class_path), java_options, driver_memory or ""]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
@@ -145,15 +151,17 @@ class ArchivePlan:
             log.debug("jvm archive: could not keep %s (%s)", self.written, exc)
 
 
-def archive_plan(environ: Mapping[str, str], spark_jars: Path, class_path: list[str],
-                 java_options: str, driver_memory: str | None) -> ArchivePlan:
+def archive_plan(environ: Mapping[str, str], spark_jars: Path, class_path: Sequence[str],
+                 java_options: str, driver_memory: str | None,
+                 before: Sequence[str] = ()) -> ArchivePlan:
     """Use the archive for this JVM, or ask the JVM to write one at exit (no options when
-    archives are off, the folder cannot be used, or writing one failed ``ATTEMPTS`` times)."""
+    archives are off, the folder cannot be used, or writing one failed ``ATTEMPTS`` times).
+    ``class_path`` goes after Spark's jars, ``before`` before them."""
     folder = archive_folder(environ)
     java = java_binary(environ)
     if folder is None or java is None:
         return ArchivePlan()
-    key = archive_key(java, spark_jars, class_path, java_options, driver_memory)
+    key = archive_key(java, spark_jars, class_path, java_options, driver_memory, before)
     final = folder / f"{key}.jsa"
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -396,8 +396,13 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
         options = " ".join(filter(None, [JVM_LOGGING_OPTION,
                                          conf.get("spark.driver.extraJavaOptions")]))
         if known_jars or not packages:  # a JVM that runs Ivy (set-up) is not the one runs start
-            archive = archive_plan(os.environ, spark_jars_dir(), class_path, options,
-                                   conf.get("spark.driver.memory"))
+            # The JVM's whole class path, as the launcher will build it (_launch_jvm).
+            before = [entry for entry in conf.get("spark.driver.extraClassPath", "").split(
+                os.pathsep) if entry]
+            after = [*(entry for entry in os.environ.get(DIST_CLASSPATH, "").split(os.pathsep)
+                       if entry), *class_path]
+            archive = archive_plan(os.environ, spark_jars_dir(), after, options,
+                                   conf.get("spark.driver.memory"), before)
         conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, archive.options]))
     # Read by log4j2.properties when the JVM starts: its loggers at the session's level from then.
     os.environ[JVM_LOG_LEVEL] = settings.spark.log_level

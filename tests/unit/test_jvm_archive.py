@@ -72,6 +72,50 @@ def test_an_archive_of_other_jars_or_options_is_not_used(tmp_path: Path,
     assert plan(folder, spark_jars).final != first.final
 
 
+def test_a_jar_before_sparks_is_another_class_path_than_the_same_jar_after_them(
+        tmp_path: Path, spark_jars: Path) -> None:
+    """The JVM maps an archive only for the class path it was written with, in its order: the
+    Thrift server's JVM (the packages' jars before Spark's) and a run's (after them) each have
+    their own, where one archive for both left every run without one."""
+    folder = tmp_path / "archives"
+    extra = tmp_path / "delta.jar"
+    extra.write_bytes(b"delta")
+    after = plan(folder, spark_jars, class_path=[str(extra)])
+    before = archive_plan(env(folder), spark_jars, [], "-Dx=1", "2g", before=[str(extra)])
+    both = archive_plan(env(folder), spark_jars, [str(extra)], "-Dx=1", "2g", before=[str(extra)])
+    assert len({after.final, before.final, both.final}) == 3
+
+
+def test_the_session_plans_archive_follows_the_jvms_whole_class_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_session``'s plan names the archive after the class path the launcher will build:
+    ``spark.driver.extraClassPath`` (before Spark's jars) and an inherited
+    ``SPARK_DIST_CLASSPATH`` (after them) each give another archive."""
+    from pyspark import SparkContext
+
+    from medallion import spark as session_factory
+    from tests.conftest import make_settings
+
+    monkeypatch.setattr(SparkContext, "_gateway", None)  # as in a process without a JVM yet
+    monkeypatch.setenv(ARCHIVE_ENV, str(tmp_path / "archives"))
+    monkeypatch.delenv(session_factory.DIST_CLASSPATH, raising=False)
+    settings = make_settings(tmp_path)
+    extra = tmp_path / "extra.jar"
+    extra.write_bytes(b"extra")
+
+    def archive(extra_conf: dict[str, str] | None = None) -> Path | None:
+        return session_factory._session_plan(settings, extra_conf, resolve_packages=False
+                                             ).archive.final
+
+    plain = archive()
+    assert plain is not None  # a JVM of its own, asked to write one
+    assert archive() == plain  # the same JVM again: the same archive
+    with_before = archive({"spark.driver.extraClassPath": str(extra)})
+    monkeypatch.setenv(session_factory.DIST_CLASSPATH, str(extra))
+    with_after = archive()
+    assert len({plain, with_before, with_after}) == 3
+
+
 def test_an_incomplete_archive_is_removed_and_a_killed_jvms_complete_one_taken(
         tmp_path: Path, spark_jars: Path) -> None:
     folder = tmp_path / "archives"
