@@ -20,8 +20,9 @@ them) is timed on lakehouses holding histories of different sizes, each in a pro
 that first processes a warm-up increment (the day before's) so that every timed run finds the JVM
 equally warm. Each history size times ``--repeats`` increments in a row (one day each, the same
 sequence at every size): the median of each size against the smallest history's median, the
-spread of the single runs around it, and a projection to 100M events from the line through the
-medians.
+spread of the single runs around it, and a projection to 100M events from the least-squares line
+through the single runs, with its slope's standard error (how much of the projection is the runs'
+noise).
 
 End to end: ``medallion run all`` over all the events on a new lakehouse, and the hand-written
 batch job (the three baselines in one session, each reading what the one before wrote), each a
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -291,13 +292,29 @@ def time_increments(tmp: str, histories: list[int], increment: int,
     return seconds
 
 
-def projected(seconds: dict[int, float], history: int) -> float:
-    """The increment's seconds at ``history`` on the least-squares line through the measurements."""
-    xs, ys = list(seconds), list(seconds.values())
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-             / sum((x - mean_x) ** 2 for x in xs))
-    return mean_y + slope * (history - mean_x)
+@dataclass(frozen=True)
+class Growth:
+    """The least-squares line through every single increment's seconds against its history."""
+
+    at_no_history: float  # seconds
+    per_event: float  # seconds per event of history (the slope)
+    standard_error: float  # of the slope
+
+    def at(self, history: int, slope: float | None = None) -> float:
+        return self.at_no_history + (self.per_event if slope is None else slope) * history
+
+
+def growth(increments: dict[int, list[float]]) -> Growth:
+    """The line through the single runs (not their medians), with its slope's standard error:
+    how much of a projection is the runs' noise."""
+    xs = [float(history) for history, runs in increments.items() for _ in runs]
+    ys = [seconds for runs in increments.values() for seconds in runs]
+    slope, intercept = statistics.linear_regression(xs, ys)
+    mean_x = statistics.fmean(xs)
+    residual = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    error = (residual / (len(xs) - 2) / spread) ** 0.5 if len(xs) > 2 and spread else float("inf")
+    return Growth(intercept, slope, error)
 
 
 def main() -> int:
@@ -383,13 +400,18 @@ def main() -> int:
               f"median {medians[history]:.1f}s of {len(runs)} ({min(runs):.1f}-{max(runs):.1f}s), "
               f"{medians[history] / smallest:.2f}x the smallest history's median "
               f"(single runs {min(runs) / smallest:.2f}-{max(runs) / smallest:.2f}x)")
-    at_projection = projected(medians, PROJECTED_HISTORY)
-    if at_projection >= smallest:
-        print(f"projected after {PROJECTED_HISTORY} events of history (least-squares line through "
-              f"the medians): {at_projection:.1f}s, {at_projection / smallest:.2f}x")
-    else:  # a line sloping down projects nothing but the runs' noise
-        print(f"projected after {PROJECTED_HISTORY} events of history: no growth to project (the "
-              f"least-squares line through the medians slopes down, to {at_projection:.1f}s)")
+    line = growth(increments)
+    per_million, error = line.per_event * 1e6, line.standard_error * 1e6
+    at_projection = line.at(PROJECTED_HISTORY)
+    low, high = (line.at(PROJECTED_HISTORY, line.per_event + sign * 2 * line.standard_error)
+                 for sign in (-1, 1))
+    print(f"growth with history (least-squares line through the {sum(map(len, increments.values()))} "
+          f"single increments): {per_million:+.2f}s per 1M events of history, standard error "
+          f"{error:.2f}s; projected after {PROJECTED_HISTORY} events: {at_projection:.1f}s "
+          f"({at_projection / smallest:.2f}x the smallest history's median), {low:.1f}s to "
+          f"{high:.1f}s within two standard errors"
+          + ("; the slope is within two standard errors of zero: no growth the runs can tell "
+             "from their noise" if abs(per_million) <= 2 * error else ""))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     Path(args.out).mkdir(exist_ok=True)
     Path(args.out, "pipeline.json").write_text(json.dumps(
@@ -398,7 +420,10 @@ def main() -> int:
          "status_seconds": status,
          "increment_events": args.increment, "increment_seconds_by_history": increments,
          "increment_median_seconds_by_history": medians,
-         "increment_seconds_projected_100m": at_projection, "load_average": os.getloadavg()},
+         "increment_seconds_projected_100m": at_projection,
+         "increment_growth_seconds_per_1m_history": per_million,
+         "increment_growth_standard_error_per_1m_history": error,
+         "load_average": os.getloadavg()},
         indent=2))
     return 0
 
