@@ -404,7 +404,7 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
             archive = archive_plan(os.environ, spark_jars_dir(), after, options,
                                    conf.get("spark.driver.memory"), before)
         conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, archive.options]))
-    # Read by log4j2.properties when the JVM starts: its loggers at the session's level from then.
+    # Read by log4j2.properties when the JVM starts: Spark's start-up notes at the session's level.
     os.environ[JVM_LOG_LEVEL] = settings.spark.log_level
     if not (submitted.contains("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")):
         # Python workers run this interpreter (the venv's, with the package's dependencies), not
