@@ -96,7 +96,10 @@ def test_the_session_plans_archive_follows_the_jvms_whole_class_path(
     from medallion import spark as session_factory
     from tests.conftest import make_settings
 
-    monkeypatch.setattr(SparkContext, "_gateway", None)  # as in a process without a JVM yet
+    # As in a process without a JVM yet (the suite's own session has one: its settings would read
+    # as spark-submit's).
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.setattr(SparkContext, "_jvm", None)
     monkeypatch.setenv(ARCHIVE_ENV, str(tmp_path / "archives"))
     monkeypatch.delenv(session_factory.DIST_CLASSPATH, raising=False)
     settings = make_settings(tmp_path)
