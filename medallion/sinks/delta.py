@@ -96,8 +96,9 @@ TableToMake = tuple[TableSpec, str, TableDoc | None]  # a table, its path, its d
 def ensure_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
     """:func:`ensure_table` for each of ``tables``, those not yet committed side by side.
 
-    Silver's and gold's starts make the tables of their queries with work before starting them:
-    on a new lakehouse, four in silver and five in gold for the default pipeline. Each creation is
+    A layer's start (:func:`medallion.layer.start_layer`) makes the tables of its queries with
+    work before starting them: on a new lakehouse, two in bronze, four in silver and five in gold
+    for the default pipeline. Each creation is
     a Delta commit, a catalog entry and a small Spark job: 0.2-0.9 s of mostly waiting driver
     work, which threads overlap. A table is made once however often it is named; an error names
     its table.
