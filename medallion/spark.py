@@ -285,6 +285,7 @@ JVM_LOGGING_OPTION = ("-Dlog4j2.configurationFile="
 
 
 JVM_LOG_LEVEL = "MEDALLION_JVM_LOG_LEVEL"
+QUIET_LEVELS = frozenset({"ERROR", "FATAL", "OFF"})  # no JVM warnings at these session levels
 
 
 def spark_jars_dir() -> Path:
@@ -300,8 +301,38 @@ def _local_master(settings: Settings, submitted: SparkConf) -> bool:
     return master.startswith("local")
 
 
+# What the JVM itself writes when it starts with the incubator module Spark 4's launcher adds to
+# every JVM it starts (``--add-modules=jdk.incubator.vector``), before any logging is set up.
+JVM_NOTICES = frozenset({b"WARNING: Using incubator modules: jdk.incubator.vector"})
+
+
+def kept_output(pending: bytes, drop: frozenset[bytes]) -> tuple[bytes, bytes]:
+    """Of the JVM's output read so far, the complete lines to pass on (those not in ``drop``)
+    and the rest of a line still being written."""
+    *lines, rest = pending.split(b"\n")
+    return b"".join(line + b"\n" for line in lines if line.rstrip(b"\r") not in drop), rest
+
+
+def _relay(source: int, target: int, drop: frozenset[bytes]) -> None:
+    """Pass the JVM's output from ``source`` on to ``target`` until the JVM closes it, without
+    the lines in ``drop``."""
+    pending = b""
+    try:
+        while chunk := os.read(source, 65536):
+            out, pending = kept_output(pending + chunk, drop)
+            while out:
+                out = out[os.write(target, out):]
+        if pending:
+            os.write(target, pending)
+    except OSError:
+        pass  # this process's stderr is gone: nothing left to write to
+    finally:
+        os.close(source)
+        os.close(target)
+
+
 def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
-                archive: ArchivePlan) -> None:
+                archive: ArchivePlan, quiet: bool = False) -> None:
     """Start the driver's JVM the way PySpark would, but with its standard output on stderr,
     and ``class_path`` after Spark's own jars. A JVM asked to write its class archive at exit
     is waited for when this process exits, and the archive put in place.
@@ -310,6 +341,10 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
     the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it. The launcher
     puts ``SPARK_DIST_CLASSPATH`` after Spark's jars (``spark.driver.extraClassPath`` would go
     before them, and the AWS SDK bundle's old copy of SLF4J would then silence Spark's logging).
+
+    ``quiet`` (a session whose JVM logs errors only): the JVM's output goes through this process,
+    which leaves out its start-up notice (:data:`JVM_NOTICES`), written before its logging can be
+    told anything; the rest reaches this process's stderr as it is written.
     """
     from pyspark.java_gateway import launch_gateway
 
@@ -318,9 +353,19 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
     inherited = os.environ.get(DIST_CLASSPATH)
     if class_path:
         os.environ[DIST_CLASSPATH] = os.pathsep.join([*filter(None, [inherited]), *class_path])
+    output = sys.stderr.fileno()
+    if quiet:
+        # Relayed from the start (a JVM resolving packages writes Ivy's report before the
+        # gateway is up, more than a pipe holds), to the stderr this process has now, as the
+        # JVM would have inherited it.
+        source, output = os.pipe()
+        threading.Thread(target=_relay, args=(source, os.dup(sys.stderr.fileno()), JVM_NOTICES),
+                         name="medallion-jvm-output", daemon=True).start()
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": sys.stderr})
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": output, "stderr": output})
     finally:
+        if quiet:
+            os.close(output)  # the JVM has its own copy; the relay ends when the JVM exits
         if inherited is None:
             os.environ.pop(DIST_CLASSPATH, None)
         else:
@@ -362,6 +407,7 @@ class _SessionPlan:
     packages: list[str]
     known_jars: list[str] | None
     conf: dict[str, str]
+    quiet: bool = False  # the JVM's start-up notice left out (a session logging errors only)
 
 
 def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
@@ -414,7 +460,8 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
     for key, value in conf.items():
         if not submitted.contains(key):  # a --conf given to spark-submit wins
             builder = builder.config(key, value)
-    return _SessionPlan(builder, class_path, archive, packages, known_jars, conf)
+    quiet = settings.spark.log_level.upper() in QUIET_LEVELS
+    return _SessionPlan(builder, class_path, archive, packages, known_jars, conf, quiet)
 
 
 @dataclass
@@ -428,7 +475,8 @@ class _JvmAhead:
 
     def launch(self) -> None:
         try:
-            _launch_jvm(self.plan.builder, self.plan.class_path, self.plan.archive)
+            _launch_jvm(self.plan.builder, self.plan.class_path, self.plan.archive,
+                        self.plan.quiet)
         except BaseException as exc:  # noqa: BLE001 - raised where the session is built
             self.error = exc
 
@@ -515,7 +563,7 @@ def build_session(settings: Settings, register_tables: bool = True,
     builder, packages, known_jars, conf = plan.builder, plan.packages, plan.known_jars, plan.conf
     fresh = SparkContext._active_spark_context is None
     if SparkContext._gateway is None:
-        _launch_jvm(builder, plan.class_path, plan.archive)
+        _launch_jvm(builder, plan.class_path, plan.archive, plan.quiet)
     spark = builder.getOrCreate()
     if fresh and packages and not known_jars:
         remember_jars(packages, spark)
