@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -301,21 +302,26 @@ def _local_master(settings: Settings, submitted: SparkConf) -> bool:
     return master.startswith("local")
 
 
-# What the JVM itself writes when it starts with the incubator module Spark 4's launcher adds to
-# every JVM it starts (``--add-modules=jdk.incubator.vector``), before any logging is set up.
-JVM_NOTICES = frozenset({b"WARNING: Using incubator modules: jdk.incubator.vector"})
+# Lines the driver JVM writes past its logging, left out below -vv: the JVM's own notice when it
+# starts with the incubator module Spark 4's launcher adds to every JVM
+# (``--add-modules=jdk.incubator.vector``), written before any logging is set up; and the line
+# Delta's VACUUM prints to standard output for each table (``medallion maintain``'s table has
+# the count in its ``vacuumed`` column).
+JVM_NOTICES = re.compile(rb"WARNING: Using incubator modules: jdk\.incubator\.vector|"
+                         rb"Deleted \d+ files and directories in a total of \d+ directories\.")
 
 
-def kept_output(pending: bytes, drop: frozenset[bytes]) -> tuple[bytes, bytes]:
-    """Of the JVM's output read so far, the complete lines to pass on (those not in ``drop``)
-    and the rest of a line still being written."""
+def kept_output(pending: bytes, drop: re.Pattern[bytes]) -> tuple[bytes, bytes]:
+    """Of the JVM's output read so far, the complete lines to pass on (those ``drop`` does not
+    match whole) and the rest of a line still being written."""
     *lines, rest = pending.split(b"\n")
-    return b"".join(line + b"\n" for line in lines if line.rstrip(b"\r") not in drop), rest
+    return b"".join(line + b"\n" for line in lines
+                    if not drop.fullmatch(line.rstrip(b"\r"))), rest
 
 
-def _relay(source: int, target: int, drop: frozenset[bytes]) -> None:
+def _relay(source: int, target: int, drop: re.Pattern[bytes]) -> None:
     """Pass the JVM's output from ``source`` on to ``target`` until the JVM closes it, without
-    the lines in ``drop``."""
+    the lines ``drop`` matches whole."""
     pending = b""
     try:
         while chunk := os.read(source, 65536):
@@ -343,8 +349,8 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
     before them, and the AWS SDK bundle's old copy of SLF4J would then silence Spark's logging).
 
     ``quiet`` (a session whose JVM logs errors only): the JVM's output goes through this process,
-    which leaves out its start-up notice (:data:`JVM_NOTICES`), written before its logging can be
-    told anything; the rest reaches this process's stderr as it is written.
+    which leaves out the lines no logging setting reaches (:data:`JVM_NOTICES`: its start-up
+    notice, Delta's VACUUM line); the rest reaches this process's stderr as it is written.
     """
     from pyspark.java_gateway import launch_gateway
 
@@ -407,7 +413,7 @@ class _SessionPlan:
     packages: list[str]
     known_jars: list[str] | None
     conf: dict[str, str]
-    quiet: bool = False  # the JVM's start-up notice left out (a session logging errors only)
+    quiet: bool = False  # the JVM's notices left out (a session logging errors only)
 
 
 def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,

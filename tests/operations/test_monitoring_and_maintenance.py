@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from medallion.runner import Layer, run_pipeline
 from medallion.status import collect_status
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from tests.conf_support import copy_base_conf
+from tests.conftest import REPO
 from tests.events_tables import ALL_TABLES, SILVER_QUARANTINE
 from tests.reference import Lakehouse, read_lines, read_segments
 
@@ -141,3 +144,24 @@ def test_vacuum_refuses_an_unsafe_retention(spark: SparkSession, settings: Setti
 def test_status_of_an_empty_lakehouse_says_not_created(settings: Settings) -> None:
     statuses = collect_status(settings, now=START + timedelta(hours=1))
     assert [s.exists for s in statuses] == [False] * (len(ALL_TABLES) + len(DECLARED_ONLY))
+
+
+def test_maintain_prints_its_table_and_nothing_else(spark: SparkSession, settings: Settings) -> None:
+    """``medallion maintain`` as a user runs it, without -v: its table on stdout, nothing on
+    stderr (not Delta's line per VACUUMed table, nor the JVM's start-up notice)."""
+    path = SILVER_QUARANTINE.path(settings)
+    row = [("{", None, ["invalid_json"], "f.json", START)]
+    for _ in range(2):
+        spark.createDataFrame(row, SILVER_QUARANTINE.schema).coalesce(1).write.format(
+            "delta").mode("append").save(path)
+    done = subprocess.run(
+        [sys.executable, "-m", "medallion.cli", "--landing", settings.paths.landing,
+         "--lakehouse", settings.paths.lakehouse, "maintain", "--table", SILVER_QUARANTINE.key],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines() == []
+    header, _, line = done.stdout.splitlines()
+    assert header.split()[:2] == ["table", "files"]
+    # files before, small before, files after, small after, vacuumed (the first files kept: the
+    # default retention is 7 days)
+    assert line.split()[:6] == [SILVER_QUARANTINE.key, "2", "2", "1", "1", "0"]
