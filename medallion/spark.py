@@ -337,30 +337,30 @@ def _relay(source: int, target: int, drop: re.Pattern[bytes]) -> None:
         os.close(target)
 
 
-def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
-                archive: ArchivePlan, quiet: bool = False) -> None:
-    """Start the driver's JVM the way PySpark would, but with its standard output on stderr,
-    and ``class_path`` after Spark's own jars. A JVM asked to write its class archive at exit
-    is waited for when this process exits, and the archive put in place.
+def _launch_jvm(plan: _SessionPlan) -> None:
+    """Start the driver's JVM for ``plan`` the way PySpark would, but with its standard output on
+    stderr, and the plan's ``class_path`` after Spark's own jars. A JVM asked to write its class
+    archive at exit is waited for when this process exits, and the archive put in place.
 
     A command's standard output is its result (``medallion sql --format json``, a CSV export):
     the JVM must not write there, and Ivy prints ``:: loading settings ::`` to it. The launcher
     puts ``SPARK_DIST_CLASSPATH`` after Spark's jars (``spark.driver.extraClassPath`` would go
     before them, and the AWS SDK bundle's old copy of SLF4J would then silence Spark's logging).
 
-    ``quiet`` (a session whose JVM logs errors only): the JVM's output goes through this process,
-    which leaves out the lines no logging setting reaches (:data:`JVM_NOTICES`: its start-up
+    A ``quiet`` plan (a session whose JVM logs errors only): the JVM's output goes through this
+    process, which leaves out the lines no logging setting reaches (:data:`JVM_NOTICES`: its start-up
     notice, Delta's VACUUM line); the rest reaches this process's stderr as it is written.
     """
     from pyspark.java_gateway import launch_gateway
 
     conf = SparkConf(loadDefaults=False)
-    conf.setAll(list(builder._options.items()))  # what getOrCreate would give the launcher
+    conf.setAll(list(plan.builder._options.items()))  # what getOrCreate would give the launcher
     inherited = os.environ.get(DIST_CLASSPATH)
-    if class_path:
-        os.environ[DIST_CLASSPATH] = os.pathsep.join([*filter(None, [inherited]), *class_path])
+    if plan.class_path:
+        os.environ[DIST_CLASSPATH] = os.pathsep.join([*filter(None, [inherited]),
+                                                      *plan.class_path])
     output = sys.stderr.fileno()
-    if quiet:
+    if plan.quiet:
         # Relayed from the start (a JVM resolving packages writes Ivy's report before the
         # gateway is up, more than a pipe holds), to the stderr this process has now, as the
         # JVM would have inherited it.
@@ -370,7 +370,7 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stdout": output, "stderr": output})
     finally:
-        if quiet:
+        if plan.quiet:
             os.close(output)  # the JVM has its own copy; the relay ends when the JVM exits
         if inherited is None:
             os.environ.pop(DIST_CLASSPATH, None)
@@ -378,8 +378,8 @@ def _launch_jvm(builder: SparkSession.Builder, class_path: list[str],
             os.environ[DIST_CLASSPATH] = inherited
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
-    if archive.written is not None:
-        atexit.register(_settle_archive, gateway.proc, archive)
+    if plan.archive.written is not None:
+        atexit.register(_settle_archive, gateway.proc, plan.archive)
 
 
 def _settle_archive(proc: subprocess.Popen[bytes], archive: ArchivePlan) -> None:
@@ -481,8 +481,7 @@ class _JvmAhead:
 
     def launch(self) -> None:
         try:
-            _launch_jvm(self.plan.builder, self.plan.class_path, self.plan.archive,
-                        self.plan.quiet)
+            _launch_jvm(self.plan)
         except BaseException as exc:  # noqa: BLE001 - raised where the session is built
             self.error = exc
 
@@ -569,7 +568,7 @@ def build_session(settings: Settings, register_tables: bool = True,
     builder, packages, known_jars, conf = plan.builder, plan.packages, plan.known_jars, plan.conf
     fresh = SparkContext._active_spark_context is None
     if SparkContext._gateway is None:
-        _launch_jvm(builder, plan.class_path, plan.archive, plan.quiet)
+        _launch_jvm(plan)
     spark = builder.getOrCreate()
     if fresh and packages and not known_jars:
         remember_jars(packages, spark)
