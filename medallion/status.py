@@ -2,12 +2,14 @@
 
 Read through delta-rs (:mod:`medallion.deltaread`), no Spark: the logs give versions, commit times
 and row counts, the per-file statistics give each table's newest event time; only the two small
-monitoring tables are read row by row. Formatting is pure.
+monitoring tables are read row by row (of the query progress, only the batches since the oldest of
+the queries' last ones). Formatting is pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -29,7 +31,7 @@ class TableStatus:
     newest_event: datetime | None = None
     lag_seconds: float | None = None
     state_rows: int | None = None
-    state_memory_bytes: int | None = None
+    state_bytes: int | None = None
     last_run_succeeded: bool | None = None
     last_run_at: datetime | None = None
     last_error: str | None = None
@@ -48,6 +50,49 @@ def latest_per_key(rows: Iterable[dict[str, Any]], key: str, order: str) -> dict
     return latest
 
 
+def state_bytes(progress: Mapping[str, Any]) -> int | None:
+    """The size of a query's state after a batch, from its progress as Spark reports it.
+
+    RocksDB stores report 0 as ``memoryUsedBytes``; their size is that of the SST files holding the
+    store's rows (``rocksdbSstFileSize``, what the checkpoint keeps for that version). Spark's
+    HDFS-backed store reports the memory its map uses. None for a query without state.
+    """
+    operators = progress.get("stateOperators") or []
+    if not operators:
+        return None
+    total = 0
+    for operator in operators:
+        custom = operator.get("customMetrics") or {}
+        size = custom.get("rocksdbSstFileSize")
+        total += int(size if size is not None else operator.get("memoryUsedBytes") or 0)
+    return total
+
+
+def _latest_progress(house: DeltaReader) -> dict[str, dict]:
+    """Per query, the state rows and state size after its last batch.
+
+    The progress JSON is large, and the table has a row per batch since the lakehouse began: it is
+    read only from the oldest of the queries' last batches on (Delta skips the older files).
+    """
+    table = house.open(QUERY_PROGRESS.path(house.settings), QUERY_PROGRESS.key)
+    if table is None:
+        return {}
+    key = QUERY_PROGRESS.key
+    stamps = [row["batch_timestamp"] for row in latest_per_key(
+        read_rows(table, ["query_name", "batch_timestamp"], key), "query_name", "batch_timestamp"
+    ).values() if row["batch_timestamp"] is not None]
+    since = f"batch_timestamp >= '{min(stamps).isoformat()}'" if stamps else None
+    latest = latest_per_key(read_rows(table, ["query_name", "batch_timestamp", "state_rows",
+                                              "progress_json"], key, since),
+                            "query_name", "batch_timestamp")
+    for row in latest.values():
+        progress = json.loads(row.pop("progress_json") or "{}")
+        row["state_bytes"] = state_bytes(progress)
+        if not progress.get("stateOperators"):
+            row["state_rows"] = None  # no state, rather than a state of 0 rows
+    return latest
+
+
 def _latest(house: DeltaReader, spec: TableSpec, key: str, order: str, columns: Sequence[str]
             ) -> dict[str, dict]:
     table = house.open(spec.path(house.settings), spec.key)
@@ -60,8 +105,7 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
     """The status of every table of the lakehouse (absent tables included, marked so)."""
     now = now or datetime.now(timezone.utc)
     house = DeltaReader(settings)
-    progress = _latest(house, QUERY_PROGRESS, "query_name", "batch_timestamp",
-                       ["state_rows", "state_memory_bytes"])
+    progress = _latest_progress(house)
     outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at", ["succeeded", "error"])
     result = []
     # The column holding each table's newest event time: event time where the table has one,
@@ -80,7 +124,7 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
             table=spec.key, exists=True, version=facts.version, committed_at=facts.committed_at,
             rows=facts.rows, newest_event=newest,
             lag_seconds=(now - newest).total_seconds() if newest else None,
-            state_rows=state.get("state_rows"), state_memory_bytes=state.get("state_memory_bytes"),
+            state_rows=state.get("state_rows"), state_bytes=state.get("state_bytes"),
             last_run_succeeded=outcome.get("succeeded"), last_run_at=outcome.get("finished_at"),
             last_error=outcome.get("error"), files=facts.files, size_bytes=facts.size_bytes,
         ))
@@ -106,7 +150,7 @@ def _bytes(value: int | None) -> str:
 
 
 _COLUMNS = ("table", "version", "committed (UTC)", "rows", "files", "size", "lag", "state rows",
-            "state mem", "last run")
+            "state size", "last run")
 
 
 def format_status(statuses: Sequence[TableStatus]) -> str:
@@ -122,7 +166,7 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
             s.committed_at.strftime("%Y-%m-%d %H:%M:%S") if s.committed_at else "-",
             str(s.rows), "-" if s.files is None else str(s.files), _bytes(s.size_bytes),
             _lag(s.lag_seconds),
-            "-" if s.state_rows is None else str(s.state_rows), _bytes(s.state_memory_bytes), last,
+            "-" if s.state_rows is None else str(s.state_rows), _bytes(s.state_bytes), last,
         ))
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]

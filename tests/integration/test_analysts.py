@@ -198,7 +198,7 @@ def test_read_only_commands_answer_without_spark(lakehouse: Lakehouse) -> None:
         assert "Traceback" not in done.stderr, (command, done.stderr)
 
     status = {line.split()[0]: line.split() for line in ran["status"].stdout.splitlines()}
-    # table, version, date, time, rows, files, size, lag, state rows, state mem, last run
+    # table, version, date, time, rows, files, size, lag, state rows, state size, last run
     assert status["silver/events"][4] == "6" and status["silver/events"][-1] == "ok"
     assert status["gold/event_counts_5m"][4] == str(len(AFTER_RUN_2))
     assert status["bronze/events_kafka"][-2:] == ["not", "created"]

@@ -19,8 +19,8 @@ from medallion.config import S3Settings, Settings
 from medallion.deltaread import DeltaReader, DeltaReadError, delta_location, table_facts
 from medallion.grid import show_string
 from medallion.quality.summary import summarise
-from medallion.status import collect_status, format_status
-from medallion.tables import RUN_OUTCOMES
+from medallion.status import collect_status, format_status, state_bytes
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 
@@ -112,6 +112,53 @@ def test_status_reads_a_lakehouse_without_spark(tmp_path: Path,
     assert main(args) == 1  # a table whose last run failed
     out = capsys.readouterr().out
     assert "error: gold/event_counts_5m: boom: the disk is full" in out
+
+
+def _write_progress(settings: Settings, batches: list[tuple[str, datetime, int | None, dict]]) -> None:
+    write_deltalake(QUERY_PROGRESS.path(settings), pa.table({
+        "query_name": [b[0] for b in batches],
+        "batch_timestamp": pa.array([b[1] for b in batches], UTC_US),
+        "state_rows": pa.array([b[2] for b in batches], pa.int64()),
+        "progress_json": [json.dumps(b[3]) for b in batches],
+        "recorded_at": pa.array([b[1] for b in batches], UTC_US)}), mode="append")
+
+
+def _rocksdb(sst_bytes: int) -> dict:
+    # As Spark 4.0 reports a RocksDB store: no memory figure, the SST files' size among its own.
+    return {"operatorName": "stateStoreSave", "numRowsTotal": 0, "memoryUsedBytes": 0,
+            "customMetrics": {"rocksdbSstFileSize": sst_bytes, "rocksdbPinnedBlocksMemoryUsage": 551648}}
+
+
+def test_status_gives_each_querys_state_size_after_its_last_batch(tmp_path: Path) -> None:
+    """RocksDB stores report no memory: their state size is their SST files'; a query without
+    state shows none, not 0, and only the last batch of each query counts."""
+    settings = make_settings(tmp_path)
+    _write_counts(settings, [(T0, "view", 2)])
+    write_deltalake(settings.table_path("silver", "events"),
+                    pa.table({"event_id": ["e1"], "timestamp": pa.array([T0], UTC_US)}))
+    # An older file: the first batches of the gold query and of silver.
+    _write_progress(settings, [
+        ("gold/event_counts_5m", T0, None, {"stateOperators": [_rocksdb(999)]}),
+        ("silver/events", T0, 0, {"stateOperators": []})])
+    # The last batches. The gold query's is the oldest of them, so the read starts there.
+    _write_progress(settings, [
+        ("silver/events", T0 + timedelta(minutes=3), 0, {"stateOperators": []}),
+        ("gold/event_counts_5m", T0 + timedelta(minutes=2), None,
+         {"stateOperators": [_rocksdb(1500), _rocksdb(2596)]}),
+        ("gold/event_counts_5m", T0 + timedelta(minutes=1), None,
+         {"stateOperators": [_rocksdb(1000)]})])
+
+    status = {s.table: s for s in collect_status(settings, now=T0 + timedelta(hours=1))}
+    assert (status["gold/event_counts_5m"].state_rows, status["gold/event_counts_5m"].state_bytes) \
+        == (None, 4096)
+    # Spark's HDFS-backed store reports the memory its map takes.
+    assert state_bytes({"stateOperators": [{"operatorName": "sessionWindowStateStoreSaveExec",
+                                            "numRowsTotal": 7, "memoryUsedBytes": 5120,
+                                            "customMetrics": {}}]}) == 5120
+    assert (status["silver/events"].state_rows, status["silver/events"].state_bytes) == (None, None)
+    line = next(row for row in format_status(list(status.values())).splitlines()
+                if row.startswith("gold/event_counts_5m "))
+    assert line.split()[-3:] == ["-", "4.0KiB", "-"]  # state rows unknown, 4 KiB, no run recorded
 
 
 def test_a_table_delta_rs_cannot_read_fails_in_one_line(
