@@ -22,15 +22,14 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-# The configuration layer: this module and the pipeline declarations (model, loading,
+# The configuration layer: this module, its YAML files and the pipeline declarations (model, loading,
 # validation). It imports nothing of the engine (tables, quality, jobs), which all import it.
 from medallion.durations import parse_duration_seconds
 from medallion.errors import ConfigError
 from medallion.pipeline.load import load_pipelines, pipeline_files
 from medallion.pipeline.validate import validate
 from medallion.redact import has_credentials, is_secret_key
+from medallion.yamlfiles import Origins, read_yaml
 
 if TYPE_CHECKING:
     from medallion.pipeline.model import (
@@ -490,51 +489,10 @@ def default_conf_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
-class _Source:
-    """Remembers which file each key came from, to name it in errors."""
-
-    def __init__(self) -> None:
-        self.origin: dict[str, str] = {}
-
-    def merge(self, base: dict[str, Any], overlay: Mapping[str, Any], file: str, prefix: str = "") -> None:
-        for key, value in overlay.items():
-            dotted = f"{prefix}{key}"
-            if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-                self.merge(base[key], value, file, f"{dotted}.")
-            else:
-                base[key] = dict(value) if isinstance(value, Mapping) else value
-                self._mark(dotted, value, file)
-
-    def _mark(self, dotted: str, value: Any, file: str) -> None:
-        self.origin[dotted] = file
-        if isinstance(value, Mapping):
-            for key, inner in value.items():
-                self._mark(f"{dotted}.{key}", inner, file)
-
-    def of(self, dotted: str) -> str:
-        while dotted:
-            if dotted in self.origin:
-                return self.origin[dotted]
-            dotted = dotted.rpartition(".")[0]
-        return "defaults"
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError("<file>", str(path), f"not valid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("<root>", str(path), "must be a mapping of keys to values")
-    return data
-
-
 class _Reader:
     """Takes typed values out of the merged tree, checking for unknown keys."""
 
-    def __init__(self, tree: Mapping[str, Any], source: _Source) -> None:
+    def __init__(self, tree: Mapping[str, Any], source: Origins) -> None:
         self.tree = tree
         self.source = source
 
@@ -627,7 +585,7 @@ def _source_folder(key: str, value: str, source: str) -> str:
     return "/".join(parts)
 
 
-def _check_no_credentials(tree: Mapping[str, Any], source: _Source, prefix: str = "") -> None:
+def _check_no_credentials(tree: Mapping[str, Any], source: Origins, prefix: str = "") -> None:
     """Refuse credentials carried inside any value (URLs with user:password@, password=...)."""
     for name, value in tree.items():
         key = f"{prefix}{name}"
@@ -669,7 +627,7 @@ _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
-def _kafka_settings(reader: _Reader, source: _Source,
+def _kafka_settings(reader: _Reader, source: Origins,
                     tables: Mapping[str, TableDecl]) -> KafkaSettings:
     """The ``kafka`` section; secrets only as names of environment variables, which must be set."""
     section = reader.section("kafka", {
@@ -731,7 +689,7 @@ def _kafka_settings(reader: _Reader, source: _Source,
     )
 
 
-def _connector_version(source: _Source, kafka: Mapping[str, Any]) -> str | None:
+def _connector_version(source: Origins, kafka: Mapping[str, Any]) -> str | None:
     value = kafka.get("connector_version")
     if value is None:
         return None
@@ -745,7 +703,7 @@ _STORE_TYPES = ("JKS", "PKCS12", "PEM")
 _TLS_PROTOCOLS = (KafkaProtocol.SSL, KafkaProtocol.SASL_SSL)
 
 
-def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
+def _kafka_security(source: Origins, kafka: Mapping[str, Any]) -> KafkaSecurity:
     prefix = "kafka.security"
     section = kafka.get("security", {}) or {}
     if not isinstance(section, Mapping):
@@ -837,7 +795,7 @@ def _kafka_security(source: _Source, kafka: Mapping[str, Any]) -> KafkaSecurity:
     return KafkaSecurity(protocol=protocol, allow_cleartext_password=allow_cleartext, **values)
 
 
-def _kafka_publish(source: _Source, kafka: Mapping[str, Any],
+def _kafka_publish(source: Origins, kafka: Mapping[str, Any],
                    tables: Mapping[str, TableDecl]) -> tuple[KafkaPublish, ...]:
     entries = kafka.get("publish", []) or []
     if not isinstance(entries, list):
@@ -889,7 +847,7 @@ def parse_quality(tree: Mapping[str, Any], origin: Any) -> QualitySettings:
     return QualitySettings(enabled=enabled)
 
 
-def _read_from(reader: _Reader, section: Mapping[str, Any], source: _Source) -> ReadFrom:
+def _read_from(reader: _Reader, section: Mapping[str, Any], source: Origins) -> ReadFrom:
     """``sources.read_from``. Its former name ``sources.events_kind`` (or
     ``$MEDALLION_EVENTS_KIND``) still counts, with a warning, unless both are set differently.
     (``--events-from`` is another spelling of ``--read-from``.)"""
@@ -932,10 +890,10 @@ def load_settings(
         raise ConfigError("env", str(env_file),
                           f"no overlay for environment {env!r} (available: {', '.join(available)})")
 
-    source = _Source()
+    source = Origins()
     tree: dict[str, Any] = {}
     for file in (base_file, env_file):
-        source.merge(tree, _read_yaml(file), str(file))
+        source.merge(tree, read_yaml(file), str(file))
     for var, key in ((ENV_VAR_LANDING, "landing"), (ENV_VAR_LAKEHOUSE, "lakehouse")):
         if os.environ.get(var):
             source.merge(tree, {"paths": {key: os.environ[var]}}, f"${var}")
@@ -1053,7 +1011,7 @@ _MOVED_TO_PIPELINES = (
 )
 
 
-def _refuse_moved_to_pipelines(tree: Mapping[str, Any], source: _Source,
+def _refuse_moved_to_pipelines(tree: Mapping[str, Any], source: Origins,
                                pipelines: tuple[PipelineSpec, ...], env: str) -> None:
     """Refuse ``quality.tables`` and ``catalog.tables``: the tables declare their expectations and
     comments now. A configuration written before would otherwise have them silently ignored, so
@@ -1063,7 +1021,7 @@ def _refuse_moved_to_pipelines(tree: Mapping[str, Any], source: _Source,
         value = tree.get(section)
         if not isinstance(value, Mapping) or key not in value:
             continue
-        files = sorted({origin for name, origin in source.origin.items()
+        files = sorted({origin for name, origin in source.files.items()
                         if name == dotted or name.startswith(f"{dotted}.")})
         places = []
         for table in value[key] if isinstance(value[key], Mapping) else {}:
@@ -1329,14 +1287,14 @@ def _check_hadoop_aws(packages: list[str], source: str) -> None:
                               f"use org.apache.hadoop:hadoop-aws:{hadoop}")
 
 
-def _boolean(section: Mapping[str, Any], key: str, default: bool, source: _Source) -> bool:
+def _boolean(section: Mapping[str, Any], key: str, default: bool, source: Origins) -> bool:
     value = section.get(key.rpartition(".")[2], default)
     if not isinstance(value, bool):
         raise ConfigError(key, source.of(key), f"must be true or false, got {_show(key, value)}")
     return value
 
 
-def _s3_optional_string(section: Mapping[str, Any], key: str, source: _Source) -> str | None:
+def _s3_optional_string(section: Mapping[str, Any], key: str, source: Origins) -> str | None:
     value = section.get(key.rpartition(".")[2])
     if value is None:
         return None
@@ -1347,7 +1305,7 @@ def _s3_optional_string(section: Mapping[str, Any], key: str, source: _Source) -
 
 
 def _s3_choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: Enum,
-            source: _Source) -> Any:
+            source: Origins) -> Any:
     value = section.get(key.rpartition(".")[2], default.value)
     try:
         return enum(value)
@@ -1356,7 +1314,7 @@ def _s3_choice(section: Mapping[str, Any], key: str, enum: type[Enum], default: 
         raise ConfigError(key, source.of(key), f"{value!r} is not one of {choices}") from None
 
 
-def _read_s3(reader: _Reader, source: _Source) -> S3Settings:
+def _read_s3(reader: _Reader, source: Origins) -> S3Settings:
     section = reader.section("s3", {
         "endpoint", "path_style_access", "region", "sse", "kms_key_id", "delta_log_store",
         "dynamodb_table", "dynamodb_region", "account_id", "versioning", "landing_expiry_days",

@@ -19,8 +19,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from medallion.durations import parse_duration_seconds
 from medallion.errors import ConfigError
 from medallion.pipeline.errors import PipelineError
@@ -57,6 +55,7 @@ from medallion.pipeline.model import (
     WindowSpec,
 )
 from medallion.pipeline.types import SqlType, TypeNameError, parse_type
+from medallion.yamlfiles import Origins, read_yaml
 
 PIPELINES_DIR = "pipelines"
 DEFAULT_WATERMARK = "10 minutes"
@@ -86,64 +85,6 @@ _AGGREGATE_KEYS = {"function", "column", "default"}
 _EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
 
 
-class Origins:
-    """Which file each dotted key came from; a key an overlay set names the overlay."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, str] = {}
-
-    def mark(self, key: str, value: Any, file: str) -> None:
-        """Record ``file`` for ``key`` and everything under it."""
-        self.files[key] = file
-        if isinstance(value, Mapping):
-            for inner, item in value.items():
-                self.mark(f"{key}.{inner}", item, file)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                self.mark(f"{key}.{index}", item, file)
-
-    def merge(self, base: dict[str, Any], overlay: Mapping[str, Any], file: str, prefix: str = "") -> None:
-        """Merge ``overlay`` into ``base`` in place: mappings key by key, other values replaced."""
-        for key, value in overlay.items():
-            dotted = f"{prefix}{key}"
-            if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-                self.merge(base[key], value, file, f"{dotted}.")
-            else:
-                base[key] = _plain(value)
-                self.mark(dotted, value, file)
-
-    def of(self, key: str, default: str) -> str:
-        """The file of ``key``, or of its nearest parent that has one."""
-        while key:
-            if key in self.files:
-                return self.files[key]
-            key = key.rpartition(".")[0]
-        return default
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise PipelineError("<file>", str(path), f"not valid YAML: {exc}") from None
-    except OSError as exc:
-        raise PipelineError("<file>", str(path), f"cannot be read: {exc.strerror}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise PipelineError("<root>", str(path), "must be a mapping of keys to values")
-    plain: dict[str, Any] = _plain(data)
-    return plain
-
-
 def pipeline_files(conf_dir: Path) -> list[Path]:
     """The pipeline definitions under ``<conf_dir>/pipelines``: ``<name>.yaml``, no overlays."""
     folder = conf_dir / PIPELINES_DIR
@@ -170,10 +111,10 @@ def load_pipeline(path: Path, env: str | None = None) -> PipelineSpec:
         raise PipelineError("<file>", str(path), f"{name!r} is not a pipeline name (letters, digits, _)")
     origins = Origins()
     tree: dict[str, Any] = {}
-    origins.merge(tree, _read_yaml(path), str(path))
+    origins.merge(tree, read_yaml(path, PipelineError), str(path))
     overlay = path.with_name(f"{name}.{env}.yaml") if env else None
     if overlay is not None and overlay.is_file():
-        origins.merge(tree, _read_yaml(overlay), str(overlay))
+        origins.merge(tree, read_yaml(overlay, PipelineError), str(overlay))
     return parse_pipeline(name, tree, origins, str(path))
 
 

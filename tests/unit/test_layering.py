@@ -11,7 +11,7 @@ from medallion.tables import ENGINE_TABLES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medallion"
 CONFIGURATION = ("medallion.config", "medallion.errors", "medallion.durations", "medallion.redact",
-                 "medallion.pipeline")
+                 "medallion.yamlfiles", "medallion.pipeline")
 
 
 def _module(path: Path) -> str:
