@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta.tables import DeltaTable
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
@@ -197,46 +196,17 @@ def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
     """The newest ``txnVersion`` the Delta table at ``path`` committed for ``app_id`` (-1: none).
 
     Delta keeps these (per app id, the newest version) in the table's snapshot to skip replayed
-    writes. delta-spark 4.0 also writes them into the checksum file beside each commit
-    (``setTransactions`` in ``_delta_log/<version>.crc``), which is read first: no Spark job, where
-    the snapshot is rebuilt from the log by three of them (seconds in a JVM just started). A newest
-    commit without a checksum, or one without the ids (another writer's, or one holding more ids
-    than Delta writes there), is read through the JVM instead, which has no public API for them
+    writes; it has no public API for them, so this reads the snapshot through the JVM
     (delta-spark 4.0: ``DeltaLog.update(stalenessAcceptable, checkIfUpdatedSinceTs, table)``).
     """
-    newest = newest_table_version(spark, path)
-    if newest < 0:
+    if not DeltaTable.isDeltaTable(spark, path):
         return -1
-    recorded = _checksum_transactions(spark, path, newest)
-    if recorded is not None:
-        return recorded.get(app_id, -1)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     none = jvm.scala.Option.empty()
     found = delta_log.update(False, none, none).transactions().get(app_id)
     return int(found.get()) if found.isDefined() else -1
-
-
-def _checksum_transactions(spark: SparkSession, path: str, version: int) -> dict[str, int] | None:
-    """The transaction ids in the checksum of the table's commit ``version``; None without one."""
-    try:
-        text = read_text(spark, f"{path}/_delta_log/{version:020d}.crc")
-    except Py4JJavaError:  # no checksum file (or an unreadable one): the snapshot will say
-        return None
-    return checksum_transactions(text)
-
-
-def checksum_transactions(text: str) -> dict[str, int] | None:
-    """Per app id, the newest ``txnVersion`` a Delta checksum file records; None when the file
-    is not a checksum or records none (``setTransactions`` absent: unknown, not empty)."""
-    try:
-        recorded = json.loads(text).get("setTransactions")
-        if not isinstance(recorded, list):
-            return None
-        return {str(t["appId"]): int(t["version"]) for t in recorded}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
 
 
 def rows_written_since(spark: SparkSession, path: str, version: int) -> int:
