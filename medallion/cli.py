@@ -37,6 +37,26 @@ def _wait_option(parser: argparse.ArgumentParser) -> None:
              f"giving up with exit status 3 (default {DEFAULT_WAIT_SECONDS:.0f}; 0: do not wait)")
 
 
+def _positive(text: str) -> int:
+    """A count of events, files or users: a whole number, at least 1 (argparse reports the rest)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _instant(text: str) -> datetime:
+    """An ISO 8601 date and time (``2025-01-27T10:00:00Z``; without a zone, UTC)."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date and time like 2025-01-27T10:00:00Z ({exc})") from None
+
+
 def _port(text: str) -> int:
     """A ``--port`` value: 1-65535, or 0 for a free one (argparse reports anything else)."""
     try:
@@ -71,12 +91,12 @@ def _parser() -> argparse.ArgumentParser:
 
     produce = commands.add_parser("produce", parents=[common],
                                   help="publish generated sample events to a Kafka topic")
-    produce.add_argument("--events", type=int, default=5000)
-    produce.add_argument("--users", type=int, default=200)
+    produce.add_argument("--events", type=_positive, default=5000)
+    produce.add_argument("--users", type=_positive, default=200)
     produce.add_argument("--seed", type=int, default=7)
     produce.add_argument("--burst", help="name of this burst (event id prefix)",
                          default=datetime.now(timezone.utc).strftime("burst-%Y%m%dT%H%M%S"))
-    produce.add_argument("--start", default="2025-01-27T10:00:00Z",
+    produce.add_argument("--start", type=_instant, default="2025-01-27T10:00:00Z",
                          help="event time of the first event")
     produce.add_argument("--topic", help="topic (default: the first topic of the declared Kafka source)")
     produce.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
@@ -84,13 +104,14 @@ def _parser() -> argparse.ArgumentParser:
                          help="do not write the customers CSV to the landing zone")
 
     gen = commands.add_parser("generate", parents=[common], help="write sample data to the landing zone")
-    gen.add_argument("--events", type=int, default=5000)
-    gen.add_argument("--files", type=int, default=4)
-    gen.add_argument("--users", type=int, default=200)
+    gen.add_argument("--events", type=_positive, default=5000)
+    gen.add_argument("--files", type=_positive, default=4)
+    gen.add_argument("--users", type=_positive, default=200)
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--burst", default=datetime.now(timezone.utc).strftime("burst-%Y%m%dT%H%M%S"),
                      help="name of this burst (file and event id prefix)")
-    gen.add_argument("--start", default="2025-01-27T10:00:00Z", help="event time of the first event")
+    gen.add_argument("--start", type=_instant, default="2025-01-27T10:00:00Z",
+                     help="event time of the first event (ISO 8601; without a zone, UTC)")
     gen.add_argument("--no-customers", action="store_true", help="write events only")
 
     sql = commands.add_parser("sql", parents=[common], help="run a SQL query against the catalog")
@@ -199,7 +220,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.generate import GenerateSpec, generate_landing
 
-    start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
+    start = args.start
     spec = GenerateSpec(events=args.events, files=args.files, users=args.users, seed=args.seed,
                         burst=args.burst, start=start)
     from medallion.s3 import is_s3
@@ -231,7 +252,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.generate import GenerateSpec, generate_customer_rows, write_atomically
     from medallion.produce import produce_events
 
-    start = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
+    start = args.start
     spec = GenerateSpec(events=args.events, users=args.users, seed=args.seed, burst=args.burst,
                         start=start)
     declared = settings.kafka_sources()

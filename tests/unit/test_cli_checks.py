@@ -72,6 +72,30 @@ def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> Non
     assert not (landing / "events").exists() and not (landing / "customers").exists()
 
 
+@pytest.mark.parametrize(("command", "args", "problem"), [
+    ("generate", ["--files", "0"], "argument --files: 0 is not at least 1"),
+    ("generate", ["--events", "-3"], "argument --events: -3 is not at least 1"),
+    ("generate", ["--users", "many"], "argument --users: 'many' is not a whole number"),
+    ("generate", ["--start", "2025-02-30T00:00:00"],
+     "argument --start: '2025-02-30T00:00:00' is not an ISO 8601 date and time"),
+    ("produce", ["--start", "yesterday"], "argument --start: 'yesterday' is not an ISO 8601"),
+    ("produce", ["--users", "0"], "argument --users: 0 is not at least 1"),
+])
+def test_sample_data_options_out_of_range_are_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, args: list[str],
+        problem: str) -> None:
+    """Before: --files 0 and --users 0 ended in a traceback, a negative count wrote nothing and
+    said so, a day out of range was a traceback too."""
+    landing = tmp_path / "landing"
+    with pytest.raises(SystemExit) as exited:
+        main([command, *args, "--conf-dir", str(REPO / "conf"), "--landing", str(landing),
+              "--lakehouse", str(tmp_path / "lake")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err
+    assert not landing.exists()
+
+
 def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
