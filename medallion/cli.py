@@ -6,7 +6,7 @@ import argparse
 import gc
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -32,19 +32,37 @@ def _wait_option(parser: argparse.ArgumentParser) -> None:
     from medallion.locks import DEFAULT_WAIT_SECONDS
 
     parser.add_argument(
-        "--wait", type=float, default=DEFAULT_WAIT_SECONDS, metavar="SECONDS",
+        "--wait", type=_seconds, default=DEFAULT_WAIT_SECONDS, metavar="SECONDS",
         help="how long to wait for a run of the same layer on this lakehouse to end before "
              f"giving up with exit status 3 (default {DEFAULT_WAIT_SECONDS:.0f}; 0: do not wait)")
 
 
-def _positive(text: str) -> int:
-    """A count of events, files or users: a whole number, at least 1 (argparse reports the rest)."""
+def _whole(minimum: int) -> Callable[[str], int]:
+    """A count option's type: a whole number, at least ``minimum`` (argparse reports the rest)."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is not at least {minimum}")
+        return value
+
+    return count
+
+
+_positive = _whole(1)
+
+
+def _seconds(text: str) -> float:
+    """A ``--wait``: seconds, 0 or more."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not 0 or more seconds")
     return value
 
 
@@ -119,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("-f", "--file", help="read the statement from a file")
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table",
                      help="table (default), CSV with a header, or JSON Lines")
-    sql.add_argument("--limit", type=int, default=1000, help="rows printed at most (0: all)")
+    sql.add_argument("--limit", type=_whole(0), default=1000, help="rows printed at most (0: all)")
     sql.add_argument("--shell", action="store_true",
                      help="open the interactive spark-sql shell with the project's settings")
 
@@ -131,12 +149,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="port, 1-65535 (default: thrift.port; 0: a free one)")
 
     show = commands.add_parser("show", parents=[common], help="print the gold tables")
-    show.add_argument("--limit", type=int, default=20)
+    show.add_argument("--limit", type=_positive, default=20)
 
     quality = commands.add_parser("quality", parents=[common],
                                   help="summarise recent data-quality results per table")
     quality.add_argument("--table", help="only this table (layer/name)")
-    quality.add_argument("--batches", type=int, default=20,
+    quality.add_argument("--batches", type=_positive, default=20,
                          help="how many recent checked batches per table (default 20)")
     quality.add_argument("--docs", metavar="DIR",
                          help="also build Great Expectations Data Docs pages into DIR")
@@ -366,13 +384,22 @@ def _quality(args: argparse.Namespace, settings: Settings) -> int:
     )
     from medallion.tables import QUALITY_RESULTS
 
-    rows = read_results(settings, table=args.table)  # delta-rs: no Spark
+    table = args.table
+    if table is not None:
+        try:
+            table = settings.declared_table(table)[1].key  # layer.name is layer/name too
+        except KeyError:
+            declared = ", ".join(sorted(t.key for p in settings.pipelines for t in p.tables()))
+            print(f"medallion: quality: --table {table!r}: no pipeline declares this table "
+                  f"(declared: {declared})", file=sys.stderr)
+            return 2
+    rows = read_results(settings, table=table)  # delta-rs: no Spark
     if rows is None:
         print(f"no quality results yet ({QUALITY_RESULTS.path(settings)} does not exist)")
         return 0
     print(format_summary(summarise(rows, batches=args.batches)))
     if args.docs:
-        checks = group_checks(read_results(settings, DOCS_COLUMNS, args.table) or [],
+        checks = group_checks(read_results(settings, DOCS_COLUMNS, table) or [],
                               batches=args.batches)
         written = build_data_docs(checks, args.docs)
         print(f"Data Docs: {len(written) - 1} validation pages, index at {written[-1]}")

@@ -80,12 +80,18 @@ def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> Non
      "argument --start: '2025-02-30T00:00:00' is not an ISO 8601 date and time"),
     ("produce", ["--start", "yesterday"], "argument --start: 'yesterday' is not an ISO 8601"),
     ("produce", ["--users", "0"], "argument --users: 0 is not at least 1"),
+    ("show", ["--limit", "-1"], "argument --limit: -1 is not at least 1"),
+    ("sql", ["--limit", "-1", "SELECT 1"], "argument --limit: -1 is not at least 0"),
+    ("quality", ["--batches", "0"], "argument --batches: 0 is not at least 1"),
+    ("run", ["silver", "--wait", "-5"], "argument --wait: -5 is not 0 or more seconds"),
+    ("run", ["silver", "--wait", "soon"], "argument --wait: 'soon' is not a number of seconds"),
 ])
-def test_sample_data_options_out_of_range_are_refused_in_one_line(
+def test_options_out_of_range_are_refused_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, args: list[str],
         problem: str) -> None:
     """Before: --files 0 and --users 0 ended in a traceback, a negative count wrote nothing and
-    said so, a day out of range was a traceback too."""
+    said so, a day out of range was a traceback too; show --limit -1 showed no row, a negative
+    --wait did not wait."""
     landing = tmp_path / "landing"
     with pytest.raises(SystemExit) as exited:
         main([command, *args, "--conf-dir", str(REPO / "conf"), "--landing", str(landing),
@@ -94,6 +100,17 @@ def test_sample_data_options_out_of_range_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert problem in err and "Traceback" not in err
     assert not landing.exists()
+
+
+def test_quality_refuses_a_table_no_pipeline_declares(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, a misspelt --table printed "no quality results yet", as for a new lakehouse."""
+    status = main(["quality", "--table", "gold/event_count_5m", "--conf-dir", str(REPO / "conf"),
+                   "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "--table 'gold/event_count_5m': no pipeline declares this table" in err
+    assert "gold/event_counts_5m" in err  # the declared tables are listed
 
 
 def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
