@@ -464,13 +464,24 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.maintenance import RetentionError, check_retention, format_maintenance, maintain
+    from medallion.maintenance import (
+        RetentionError,
+        UnknownTableError,
+        check_retention,
+        format_maintenance,
+        maintain,
+        maintained_tables,
+    )
     from medallion.spark import build_session
 
     hours = args.retain_hours
     try:  # refused before Spark starts
+        maintained_tables(settings, args.tables)
         check_retention(settings.maintenance.vacuum_retention_hours if hours is None else hours,
                         args.allow_short_retention or args.no_vacuum)
+    except UnknownTableError as exc:
+        print(f"medallion: maintain: {exc}", file=sys.stderr)
+        return 2
     except RetentionError as exc:
         print(f"medallion: refused: {exc}", file=sys.stderr)
         return 2

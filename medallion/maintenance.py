@@ -84,14 +84,20 @@ def file_stats(spark: SparkSession, path: str, small_bytes: int) -> FileStats:
                      bytes=sum(sizes))
 
 
-def _tables(settings: Settings, names: Sequence[str] | None) -> list[TableSpec]:
+class UnknownTableError(ValueError):
+    """A ``--table`` that is not a table of the lakehouse (checked before Spark starts)."""
+
+
+def maintained_tables(settings: Settings, names: Sequence[str] | None) -> list[TableSpec]:
+    """The tables ``names`` (``layer/name`` or ``layer.name``) designate; every table when none."""
     every = lakehouse_tables(settings)
     if not names:
         return list(every)
     wanted = {name.replace(".", "/") for name in names}
     unknown = wanted - {spec.key for spec in every}
     if unknown:
-        raise KeyError(f"no table {sorted(unknown)} (known: {', '.join(s.key for s in every)})")
+        raise UnknownTableError(f"no table {', '.join(sorted(unknown))} in this lakehouse "
+                                f"(tables: {', '.join(s.key for s in every)})")
     return [spec for spec in every if spec.key in wanted]
 
 
@@ -103,7 +109,7 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
     check_retention(hours, allow_short_retention)
     small = settings.maintenance.small_file_mb * 1024 * 1024
     results = []
-    for spec in _tables(settings, tables):
+    for spec in maintained_tables(settings, tables):
         path = spec.path(settings)
         if not DeltaTable.isDeltaTable(spark, path):
             log.info("%s: no table at %s; skipped", spec.key, path)

@@ -113,6 +113,19 @@ def test_quality_refuses_a_table_no_pipeline_declares(
     assert "gold/event_counts_5m" in err  # the declared tables are listed
 
 
+def test_maintain_refuses_an_unknown_table_before_spark_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, the session started and the command ended in a KeyError's traceback."""
+    status = main(["maintain", "--table", "gold/event_counts_5m", "--table", "gold.nope",
+                   "--conf-dir", str(REPO / "conf"), "--landing", str(tmp_path / "landing"),
+                   "--lakehouse", str(tmp_path / "lake")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("medallion: maintain: no table gold/nope in this lakehouse (tables: ")
+    assert "gold/event_counts_5m" in err and "Traceback" not in err
+    assert not (tmp_path / "lake").exists()  # no lock taken, no session
+
+
 def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
