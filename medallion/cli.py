@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from types import FrameType
 
 from medallion.config import ConfigError, Metastore, Settings, load_settings
 
@@ -665,8 +668,25 @@ def _stop_jvm_ahead() -> None:
     stop_jvm_ahead()
 
 
+INTERRUPTED = 130  # the shell's status for a command ended by Ctrl-C (128 + SIGINT)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C: stop at once, the driver JVM with the command, as a kill would (every run
+    recovers from one: what was committed stays, the rest is done again by the next run).
+    Unwinding instead would raise inside whatever py4j call is waiting, while the JVM, which
+    received the signal too when on a terminal, shuts down under it."""
+    spark = sys.modules.get("medallion.spark")
+    if spark is not None:
+        spark.kill_jvm()
+    os.write(2, b"medallion: interrupted; what was committed stays, and the next run carries on "
+                b"from there\n")
+    os._exit(INTERRUPTED)
+
+
 def entry_point() -> None:
     """Console script ``medallion``."""
+    signal.signal(signal.SIGINT, _interrupted)
     status = main()
     # An exiting interpreter collects every object still alive, one by one: about 0.5 s once
     # Great Expectations, pandas and PySpark are loaded. The process is ending and the system frees
