@@ -672,13 +672,15 @@ INTERRUPTED = 130  # the shell's status for a command ended by Ctrl-C (128 + SIG
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C: stop at once, the driver JVM with the command, as a kill would (every run
-    recovers from one: what was committed stays, the rest is done again by the next run).
-    Unwinding instead would raise inside whatever py4j call is waiting, while the JVM, which
-    received the signal too when on a terminal, shuts down under it."""
+    """Ctrl-C. With a driver JVM: stop at once, the JVM with the command, as a kill would (every
+    run recovers from one: what was committed stays, the rest is done again by the next run).
+    Unwinding there would raise inside whatever py4j call is waiting, while the JVM, which
+    received the signal too when on a terminal, shuts down under it. Without one: unwind, so what
+    the command cleans up on the way out is cleaned (``land`` aborts its multipart upload)."""
     spark = sys.modules.get("medallion.spark")
-    if spark is not None:
-        spark.kill_jvm()
+    if spark is None or not spark.jvm_started():
+        raise KeyboardInterrupt
+    spark.kill_jvm()
     os.write(2, b"medallion: interrupted; what was committed stays, and the next run carries on "
                 b"from there\n")
     os._exit(INTERRUPTED)
@@ -687,7 +689,11 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 def entry_point() -> None:
     """Console script ``medallion``."""
     signal.signal(signal.SIGINT, _interrupted)
-    status = main()
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("medallion: interrupted", file=sys.stderr)
+        status = INTERRUPTED
     # An exiting interpreter collects every object still alive, one by one: about 0.5 s once
     # Great Expectations, pandas and PySpark are loaded. The process is ending and the system frees
     # its memory, so they are left out of that collection (output is flushed as before).

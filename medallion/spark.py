@@ -567,6 +567,11 @@ def _interrupts_kept() -> Iterator[None]:
         signal.signal(signal.SIGINT, kept)
 
 
+def jvm_started() -> bool:
+    """Whether this process has a driver JVM, or is starting one."""
+    return SparkContext._gateway is not None or bool(_AHEAD)
+
+
 def kill_jvm() -> None:
     """Kill the driver JVM this process launched, at once (an interrupted command): as a kill of
     the whole command would, which a run recovers from like any other."""

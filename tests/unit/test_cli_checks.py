@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +136,26 @@ def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
     out = capsys.readouterr().out
     assert "gold/user_sessions  <- aggregate:user_sessions: aggregate silver/events" in out
     assert "2 pipeline(s) valid" in out
+
+
+def test_ctrl_c_without_a_jvm_unwinds_and_says_so_in_one_line(tmp_path: Path) -> None:
+    """A command with no JVM unwinds (what it cleans up on the way out is cleaned: land aborts its
+    upload; generate's files appear whole or not at all) and ends in one line, status 130. A run's
+    interruption, with its JVM: tests/reliability/test_interrupt.py."""
+    events = tmp_path / "landing" / "events"
+    command = subprocess.Popen(
+        [sys.executable, "-m", "medallion", "generate", "--events", "50000000", "--files", "1000",
+         "--conf-dir", str(REPO / "conf"), "--landing", str(tmp_path / "landing"),
+         "--lakehouse", str(tmp_path / "lake")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not (events.exists() and list(events.glob("*.json"))):  # its first file written
+        assert command.poll() is None and time.monotonic() < deadline, command.communicate()
+        time.sleep(0.05)
+    command.send_signal(signal.SIGINT)
+    out, err = command.communicate(timeout=60)
+    assert (command.returncode, err) == (130, "medallion: interrupted\n")
+    written = sorted(events.glob("*.json"))
+    assert 1 <= len(written) < 1000
+    assert all(len(path.read_text().splitlines()) == 50_000 for path in written)
