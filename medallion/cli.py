@@ -241,9 +241,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.generate import GenerateSpec, generate_landing
 
-    start = args.start
     spec = GenerateSpec(events=args.events, files=args.files, users=args.users, seed=args.seed,
-                        burst=args.burst, start=start)
+                        burst=args.burst, start=args.start)
     from medallion.s3 import is_s3
 
     if is_s3(settings.paths.landing):
@@ -273,9 +272,8 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.generate import GenerateSpec, generate_customer_rows, write_atomically
     from medallion.produce import produce_events
 
-    start = args.start
     spec = GenerateSpec(events=args.events, users=args.users, seed=args.seed, burst=args.burst,
-                        start=start)
+                        start=args.start)
     declared = settings.kafka_sources()
     if not args.topic and not declared:
         print("no pipeline declares a Kafka source: name the topic with --topic", file=sys.stderr)
