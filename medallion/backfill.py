@@ -133,16 +133,6 @@ class BackfillError(ValueError):
     """The backfill asked for cannot be done (the message says why and what to do instead)."""
 
 
-def parse_instant(text: str, option: str) -> datetime:
-    """A date (``2025-01-27``, midnight UTC) or an ISO-8601 instant; naive means UTC."""
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise BackfillError(f"{option} {text!r} is not a date (2025-01-27) or an ISO-8601 instant") \
-            from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
 @dataclass(frozen=True)
 class Plan:
     """What a backfill will do, printed before it does it."""

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from types import FrameType
 
 from medallion.config import ConfigError, Metastore, Settings, load_settings
+from medallion.durations import parse_instant
 
 log = logging.getLogger("medallion")
 
@@ -70,12 +71,11 @@ def _seconds(text: str) -> float:
 
 
 def _instant(text: str) -> datetime:
-    """An ISO 8601 date and time (``2025-01-27T10:00:00Z``; without a zone, UTC)."""
+    """A date or an ISO 8601 date and time, as an instant in UTC (:func:`parse_instant`)."""
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_instant(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 date and time like 2025-01-27T10:00:00Z ({exc})") from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(text: str) -> int:
@@ -210,8 +210,9 @@ def _parser() -> argparse.ArgumentParser:
         "backfill", parents=[common],
         help="reprocess a range (gold from silver, bronze/events from landing) or rebuild a table")
     backfill.add_argument("table", help="layer/table, or gold for every gold table")
-    backfill.add_argument("--from", dest="start", help="start of the range (date or ISO instant, UTC)")
-    backfill.add_argument("--to", dest="end", help="end of the range, excluded")
+    backfill.add_argument("--from", dest="start", type=_instant,
+                          help="start of the range (a date or an ISO 8601 instant; without a zone, UTC)")
+    backfill.add_argument("--to", dest="end", type=_instant, help="end of the range, excluded")
     backfill.add_argument("--full-refresh", action="store_true",
                           help="delete the table and everything downstream of it, then rebuild them")
     backfill.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
@@ -510,13 +511,9 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.spark import build_session
     from medallion.summary import format_summary
 
-    try:  # the range is checked before Spark starts
-        start = bf.parse_instant(args.start, "--from") if args.start else None
-        end = bf.parse_instant(args.end, "--to") if args.end else None
-        if not args.full_refresh and (start is None or end is None):
-            raise bf.BackfillError("a range backfill needs --from and --to (or --full-refresh)")
-    except bf.BackfillError as exc:
-        print(f"medallion: {exc}", file=sys.stderr)
+    start, end = args.start, args.end  # parsed by argparse, before Spark starts
+    if not args.full_refresh and (start is None or end is None):
+        print("medallion: a range backfill needs --from and --to (or --full-refresh)", file=sys.stderr)
         return 2
     from medallion.locks import hold_writers
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -81,8 +83,13 @@ def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> Non
     ("generate", ["--events", "-3"], "argument --events: -3 is not at least 1"),
     ("generate", ["--users", "many"], "argument --users: 'many' is not a whole number"),
     ("generate", ["--start", "2025-02-30T00:00:00"],
-     "argument --start: '2025-02-30T00:00:00' is not an ISO 8601 date and time"),
-    ("produce", ["--start", "yesterday"], "argument --start: 'yesterday' is not an ISO 8601"),
+     "argument --start: '2025-02-30T00:00:00' is not a date like 2025-01-27 or an ISO 8601 date "
+     "and time like 2025-01-27T10:00:00Z"),
+    ("produce", ["--start", "yesterday"], "argument --start: 'yesterday' is not a date like"),
+    ("backfill", ["gold", "--from", "2025-13-01", "--to", "2025-02-01"],
+     "argument --from: '2025-13-01' is not a date like 2025-01-27"),
+    ("backfill", ["gold", "--from", "2025-01-01", "--to", "next week"],
+     "argument --to: 'next week' is not a date like 2025-01-27"),
     ("produce", ["--users", "0"], "argument --users: 0 is not at least 1"),
     ("show", ["--limit", "-1"], "argument --limit: -1 is not at least 1"),
     ("sql", ["--limit", "-1", "SELECT 1"], "argument --limit: -1 is not at least 0"),
@@ -104,6 +111,31 @@ def test_options_out_of_range_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert problem in err and "Traceback" not in err
     assert not landing.exists()
+
+
+def test_a_start_without_a_zone_is_utc_whatever_the_machines_zone(tmp_path: Path) -> None:
+    """Before, ``--start`` without a zone stayed naive, and ``generate`` took it for the
+    machine's local time: in New York, 10:00 became 15:00 UTC."""
+    landing = tmp_path / "landing"
+    for start in ("2025-03-01T10:00:00", "2025-03-01T11:00:00+01:00", "2025-03-01T10:00:00Z"):
+        done = subprocess.run(
+            [sys.executable, "-m", "medallion.cli", "generate", "--events", "1", "--files", "1",
+             "--no-customers", "--burst", "tz", "--start", start, "--conf-dir", str(REPO / "conf"),
+             "--landing", str(landing), "--lakehouse", str(tmp_path / "lake")],
+            env={**os.environ, "TZ": "America/New_York"}, capture_output=True, text=True,
+            timeout=120)
+        assert done.returncode == 0, done.stderr
+        (line,) = (landing / "events" / "tz-0000.json").read_text().splitlines()
+        assert json.loads(line)["timestamp"] == "2025-03-01T10:00:00.000Z", start
+
+
+def test_a_range_backfill_needs_both_ends_before_spark_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["backfill", "gold", "--from", "2025-01-27", "--conf-dir", str(REPO / "conf"),
+                   "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
+    assert status == 2
+    assert "a range backfill needs --from and --to (or --full-refresh)" in capsys.readouterr().err
+    assert not (tmp_path / "lake").exists()
 
 
 def test_quality_refuses_a_table_no_pipeline_declares(
