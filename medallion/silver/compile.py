@@ -18,9 +18,11 @@ column's rules), then the table's rules; rules are SQL CHECK constraints (null p
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
@@ -29,6 +31,7 @@ from medallion.gold.compile import load_step
 from medallion.pipeline.model import (
     CORRUPT_RECORD,
     INVALID_JSON,
+    INVALID_UTF8,
     ISO_8601_WITH_ZONE,
     MALFORMED_RECORD,
     NOT_AN_OBJECT,
@@ -230,10 +233,17 @@ def _quarantine_shape(quarantine: TableDecl, record: tuple[str, ...]) -> Transfo
     """Rows with the record struct, the table's columns and ``reasons``, as quarantine rows: the
     record's fields as they arrived, then the key as far as it was read, reasons, kept columns."""
 
+    texts = {f.name for f in quarantine.fields if f.type.is_string}
+
+    def field(name: str) -> Column:
+        value = F.col(f"`{_RECORD}`.`{name}`")
+        # Parquet's strings are UTF-8: bytes that are not (kept as they arrived in bronze) become
+        # U+FFFD here, so that every reader of the quarantine can read it.
+        return (F.make_valid_utf8(value) if name in texts else value).alias(name)
+
     def transform(rows: DataFrame) -> DataFrame:
-        return rows.select(*[
-            F.col(f"`{_RECORD}`.`{name}`").alias(name) if name in record else F.col(name)
-            for name in quarantine.column_names])
+        return rows.select(*[field(name) if name in record else F.col(name)
+                             for name in quarantine.column_names])
 
     return transform
 
@@ -243,6 +253,12 @@ def record_fields(silver: SilverSpec, input_table: TableDecl) -> tuple[str, ...]
     if silver.parse is ParseMode.JSON:
         return (silver.raw_column,)
     return tuple(name for name in input_table.column_names if name not in silver.keep)
+
+
+def _not_utf8(text: Column) -> Column:
+    """Whether raw text is not UTF-8: bytes that are not (Spark's text reader keeps a line's bytes
+    as they are), or U+FFFD, which a decoding reader (CSV's) leaves in their place."""
+    return ~F.is_valid_utf8(text) | F.contains(text, F.lit("\ufffd"))
 
 
 def _absent(json_type: Column) -> Column:
@@ -337,7 +353,11 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
     expr_fields = list(dict.fromkeys(
         name for c in silver.columns if c.expr is not None for name in referenced_columns(c.expr)))
 
+    texts = [name for name in record_fields(silver, input_table) if input_types[name].is_string]
+
     def transform(bronze: DataFrame) -> DataFrame:
+        not_utf8 = reduce(operator.or_, [_not_utf8(F.col(f"`{_RECORD}`.`{name}`"))
+                                         for name in texts]) if texts else None
         record = F.struct(*[F.col(f"`{c}`") for c in bronze.columns]).alias(_RECORD)
         staged = [record]
         if json:
@@ -397,6 +417,10 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
         elif CORRUPT_RECORD in input_types:
             reasons = F.when(F.col(f"{_RECORD}.{CORRUPT_RECORD}").isNotNull(),
                              F.array(F.lit(MALFORMED_RECORD))).otherwise(reasons)
+        if not_utf8 is not None:
+            # A line in Latin-1, say, would otherwise be parsed with each byte that is not UTF-8
+            # turned into U+FFFD, and its values changed silently.
+            reasons = F.when(not_utf8, F.array(F.lit(INVALID_UTF8))).otherwise(reasons)
         names = [c.name for c in silver.columns]
         return rows.select(_RECORD, *names, *silver.keep, reasons.alias(_REASONS))
 

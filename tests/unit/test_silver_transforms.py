@@ -89,6 +89,38 @@ def test_broken_lines_get_one_reason_each(spark: SparkSession) -> None:
     assert reasons_of(spark, "null") == ["not_an_object"]
 
 
+def test_a_line_that_is_not_utf8_gets_that_reason_alone(spark: SparkSession) -> None:
+    """Spark's text reader keeps a line's bytes: one in Latin-1 parses as JSON, but its values
+    would carry U+FFFD where its bytes were (``caf\\xe9`` read as ``caf\\ufffd``)."""
+    latin_1 = (b'{"event_id":"e1","user_id":"caf\xe9","event_type":"view",'
+               b'"timestamp":"2025-01-27T10:00:00Z"}')
+    lines = spark.createDataFrame([(bytearray(latin_1),), (bytearray(b"\xff\xfe"),)], "b BINARY")
+    rows = (lines.select(F.col("b").cast("string").alias("raw"), F.lit("f.json").alias("source_file"),
+                         F.lit(INGESTED).alias("ingested_at"))
+            .transform(parse_events).collect())
+    assert [list(row["reasons"]) for row in rows] == [["invalid_utf8"], ["invalid_utf8"]]
+    assert reasons_of(spark, '{"event_id":"e1","user_id":"caf\u00e9","event_type":"view",'
+                             '"timestamp":"2025-01-27T10:00:00Z"}') == []  # UTF-8: valid
+    assert reasons_of(spark, '{"event_id":"e1","user_id":"caf\ufffd","event_type":"view",'
+                             '"timestamp":"2025-01-27T10:00:00Z"}') == ["invalid_utf8"]
+
+
+def test_a_csv_field_a_reader_could_not_decode_is_quarantined(spark: SparkSession) -> None:
+    """Spark's CSV reader decodes as it reads: bytes that are not UTF-8 reach bronze as U+FFFD."""
+    orders = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "orders")
+    validate(orders)
+    parse_orders = compile_silver(orders, orders.silver[0]).parse
+    line = ("1", "s1", "{sku}", "2", "3.50", "2026-03-02", "10:00:00", None, "f.csv", INGESTED)
+    bronze_orders = spark.createDataFrame(
+        [(order, *[sku if v == "{sku}" else v for v in line])
+         for order, sku in (("o1", "caf\u00e9-beans"), ("o2", "caf\ufffd-beans"))],
+        "order_id STRING, line_no STRING, store_id STRING, sku STRING, quantity STRING, "
+        "unit_price STRING, order_date STRING, order_time STRING, _corrupt_record STRING, "
+        "source_file STRING, ingested_at TIMESTAMP")
+    reasons = {r["order_id"]: list(r["reasons"]) for r in bronze_orders.transform(parse_orders).collect()}
+    assert reasons == {"o1": [], "o2": ["invalid_utf8"]}
+
+
 def test_an_object_after_white_space_is_an_object(spark: SparkSession) -> None:
     """JSON allows white space before the document: the object after it is parsed as any other."""
     line = ('\r\n\t {"event_id":"e1","user_id":"u1","event_type":"view",'

@@ -1,0 +1,63 @@
+"""Landing files as they come from other systems: a byte-order mark, Windows line ends, a line in
+Latin-1, binary garbage. Bronze keeps each line byte for byte; silver takes what is UTF-8 and
+quarantines what is not, with its reason, in a table every Parquet reader can read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from medallion.config import Settings, Trigger
+from medallion.generate import write_atomically
+from medallion.runner import Layer, run_pipeline
+from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
+
+NOW = Trigger.parse("available-now")
+
+BOM = b'\xef\xbb\xbf{"event_id":"bom-1","user_id":"u0001","event_type":"click",' \
+      b'"timestamp":"2025-01-27T10:00:05Z","amount":null}'
+LATIN_1 = b'{"event_id":"latin-1","user_id":"caf\xe9","event_type":"click",' \
+          b'"timestamp":"2025-01-27T10:00:06Z","amount":null}'
+GARBAGE = b"\x00\x01\x02\xff\xfe garbage"
+UTF_8 = b'{"event_id":"utf8-1","user_id":"caf\xc3\xa9","event_type":"click",' \
+        b'"timestamp":"2025-01-27T10:00:07Z","amount":null}'
+CRLF = b'{"event_id":"crlf-1","user_id":"u0002","event_type":"view",' \
+       b'"timestamp":"2025-01-27T10:00:08Z","amount":null}\r'
+
+
+def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
+        spark: SparkSession, settings: Settings) -> None:
+    events = Path(settings.paths.landing) / "events"
+    events.mkdir(parents=True)
+    (events / "export-0000.json").write_bytes(b"\n".join([BOM, LATIN_1, GARBAGE, UTF_8, CRLF]) + b"\n")
+    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
+                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    runs = run_pipeline(spark, settings, Layer.SILVER, NOW)
+
+    # Bronze: every line, byte for byte, but for what is not content: Spark's reader takes the
+    # byte-order mark and the line end (\r\n as well as \n) off.
+    bronze = {bytes(r["raw"]) for r in spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
+              .select(F.col("raw").cast("binary").alias("raw")).collect()}
+    assert bronze == {BOM[3:], LATIN_1, GARBAGE, UTF_8, CRLF[:-1]}
+
+    silver = {r["event_id"]: r["user_id"] for r in
+              DeltaTable(SILVER_EVENTS.path(settings)).to_pyarrow_dataset().to_table().to_pylist()}
+    assert silver == {"bom-1": "u0001", "utf8-1": "caf\u00e9", "crlf-1": "u0002"}
+
+    # Read with delta-rs and pyarrow, as an analyst would: before, the quarantine held the bytes
+    # as they arrived in a string column, and turning them into Python strings failed.
+    quarantine = {(r["raw"], tuple(r["reasons"]), r["event_id"]) for r in
+                  DeltaTable(SILVER_QUARANTINE.path(settings)).to_pyarrow_dataset().to_table()
+                  .to_pylist()}
+    assert quarantine == {
+        ('{"event_id":"latin-1","user_id":"caf\ufffd","event_type":"click",'
+         '"timestamp":"2025-01-27T10:00:06Z","amount":null}', ("invalid_utf8",), "latin-1"),
+        ("\x00\x01\x02\ufffd\ufffd garbage", ("invalid_utf8",), None),
+    }
+    (run,) = [run for run in runs if run.table == "silver/events"]
+    assert (run.rows_in, run.rows_out, run.quarantined, run.duplicates_removed) == (5, 3, 2, 0)
