@@ -98,7 +98,12 @@ def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
         if entity not in sources:
             raise LandingError(f"{path}: unknown source {entity!r} (file sources: "
                                f"{', '.join(sources)})")
-        return settings.source_folder(sources[entity])
+        source = sources[entity]
+        if not fnmatch.fnmatch(path.name, source.file_glob):
+            # Landed there, it would never be read (bronze warns of such files at every run).
+            raise LandingError(f"{path}: source {entity} reads files named {source.file_glob!r} "
+                               f"only; rename the file, or declare sources.{entity}.glob")
+        return settings.source_folder(source)
     matching = [s for s in sources.values() if fnmatch.fnmatch(path.name, s.file_glob)]
     if len(matching) != 1:
         described = ", ".join(f"{s.name} ({s.file_glob})" for s in sources.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 from functools import partial
@@ -11,7 +12,7 @@ from pyspark.sql import functions as F
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
-from medallion.hadoopfs import path_exists
+from medallion.hadoopfs import hadoop_path, path_exists
 from medallion.idle import FolderInput, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
@@ -41,12 +42,35 @@ def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
     return TableSpec.from_decl(pipeline.table(source.bronze_key))
 
 
+def unread_files(spark: SparkSession, folder: str, glob: str) -> list[str]:
+    """The names of the files in ``folder`` that a source reading ``glob`` there never reads:
+    not hidden (``.`` or ``_`` first, which Spark's reader skips), not a folder, not matching."""
+    fs, path = hadoop_path(spark, folder)
+    if not fs.exists(path):
+        return []
+    names = (str(status.getPath().getName()) for status in fs.listStatus(path) if status.isFile())
+    return sorted(name for name in names
+                  if name[:1] not in (".", "_") and not fnmatch.fnmatch(name, glob))
+
+
+def _warn_of_unread_files(spark: SparkSession, spec: TableSpec, folder: str, pipeline: PipelineSpec,
+                          source: SourceSpec) -> None:
+    unread = unread_files(spark, folder, source.file_glob)
+    if unread:
+        shown = ", ".join(unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+        log.warning("%s: %d file(s) in %s are not read, since their names do not match %r: %s "
+                    "(rename them, or declare sources.%s.glob in conf/pipelines/%s.yaml)",
+                    spec.key, len(unread), folder, source.file_glob, shown, source.name,
+                    pipeline.name)
+
+
 def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
                    pipeline: PipelineSpec, source: SourceSpec) -> bool:
     """Whether a file source has work: a landing folder with files not in bronze yet (or a
-    trigger that keeps it running)."""
+    trigger that keeps it running). Files there that the source never reads are warned of."""
     spec = bronze_spec(pipeline, source)
     folder = landing_folder(settings, source)
+    _warn_of_unread_files(spark, spec, folder, pipeline, source)
     if skippable(spark, trigger, spec.path(settings), spec.checkpoint(settings),
                  FolderInput(folder, source.file_glob)):
         return False  # every landed file is in bronze already

@@ -62,8 +62,12 @@ def test_land_command(s3_settings_factory: S3SettingsFactory, tmp_path: Path,
     assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), str(data)]) == 1
     assert "no source reads a file of this name" in capsys.readouterr().err
     assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), "--entity", "customers",
+                 str(data)]) == 1  # customers reads *.csv: there, c.txt would never be read
+    assert "source customers reads files named '*.csv' only" in capsys.readouterr().err
+    data = data.rename(tmp_path / "c.csv")
+    assert main(["land", "--env", "s3test", "--conf-dir", str(conf_dir), "--entity", "customers",
                  str(data)]) == 0
-    assert f"s3a://{bucket}/landing/customers/c.txt" in capsys.readouterr().out
+    assert f"s3a://{bucket}/landing/customers/c.csv" in capsys.readouterr().out
 
 
 def test_generate_lands_sample_files_on_s3(s3_settings_factory: S3SettingsFactory,

@@ -29,3 +29,13 @@ def test_an_unknown_or_kafka_source_is_refused(tmp_path: Path) -> None:
         entity_of(Path("x/a.json"), "events_kafka", settings)
     with pytest.raises(LandingError, match="no source reads"):
         entity_of(Path("x/a.txt"), None, settings)
+
+
+def test_a_named_source_refuses_a_file_it_would_never_read(tmp_path: Path) -> None:
+    """Before, ``--entity events`` landed ``batch-1.jsonl`` where bronze never reads it (events
+    reads ``*.json``): the upload succeeded, and the data never arrived."""
+    settings = make_settings(tmp_path)
+    with pytest.raises(LandingError, match=r"x/batch-1\.jsonl: source events reads files named "
+                                           r"'\*\.json' only; rename the file, or declare "
+                                           r"sources\.events\.glob"):
+        entity_of(Path("x/batch-1.jsonl"), "events", settings)

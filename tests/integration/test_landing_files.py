@@ -1,11 +1,15 @@
-"""Landing files as they come from other systems: a byte-order mark, Windows line ends, a line in
-Latin-1, binary garbage. Bronze keeps each line byte for byte; silver takes what is UTF-8 and
-quarantines what is not, with its reason, in a table every Parquet reader can read."""
+"""Landing files as they come from other systems.
+
+A byte-order mark, Windows line ends, a line in Latin-1, binary garbage: bronze keeps each line
+byte for byte; silver takes what is UTF-8 and quarantines what is not, with its reason, in a table
+every Parquet reader can read. A file named so that its source never reads it is warned of."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -61,3 +65,25 @@ def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
     }
     (run,) = [run for run in runs if run.table == "silver/events"]
     assert (run.rows_in, run.rows_out, run.quarantined, run.duplicates_removed) == (5, 3, 2, 0)
+
+
+def test_files_a_source_never_reads_are_warned_of_at_every_run(
+        spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """Before, ``batch-2.jsonl`` beside ``batch-1.json`` was never read, and no run said so."""
+    events = Path(settings.paths.landing) / "events"
+    write_atomically(events / "batch-1.json", [UTF_8.decode()])
+    for name in ("batch-2.jsonl", "batch-3.json.gz", ".batch-4.json.tmp", "_SUCCESS"):
+        (events / name).write_bytes(CRLF)  # the last two are hidden: Spark skips them by design
+    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
+                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+
+    for _ in range(2):  # the second run has nothing new, and says it again
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+            run_pipeline(spark, settings, Layer.BRONZE, NOW)
+        warnings = [r.getMessage() for r in caplog.records if "are not read" in r.getMessage()]
+        assert warnings == [
+            f"bronze/events: 2 file(s) in {events} are not read, since their names do not match "
+            "'*.json': batch-2.jsonl, batch-3.json.gz (rename them, or declare "
+            "sources.events.glob in conf/pipelines/events.yaml)"]
+    assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 1
