@@ -21,7 +21,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Row, Window
@@ -88,11 +87,14 @@ class BatchTimes:
     """Where a batch's valid rows lie in event time, for the dedup scopes that bound the lookup.
 
     ``days``: the UTC days they are on, as ``[start, end)`` ranges, contiguous days merged;
-    ``earliest``: the oldest event time; ``nulls``: some rows have no event time.
+    ``earliest``: the oldest event time; ``nulls``: some rows have no event time. Times are
+    microseconds since the epoch, as Spark keeps them: Python's ``datetime`` stops at years 1 and
+    9999, and a batch with an event on 9999-12-31 (its day ends in year 10000) or on 0001-01-01
+    would otherwise fail every time it ran.
     """
 
-    days: tuple[tuple[datetime, datetime], ...]
-    earliest: datetime | None
+    days: tuple[tuple[int, int], ...]
+    earliest: int | None
     nulls: bool
 
 
@@ -109,14 +111,15 @@ class BatchCounts:
 def _times_columns(time: Column, valid: Column) -> list[Column]:
     """Aggregates over a batch giving the :class:`BatchTimes` of its ``valid`` rows."""
     day = F.date_trunc("day", time)
-    spans = F.struct(day.alias("day"), (day + F.expr("INTERVAL 1 DAY")).alias("end"))
+    spans = F.struct(F.unix_micros(day).alias("day"),
+                     F.unix_micros(day + F.expr("INTERVAL 1 DAY")).alias("end"))
     return [F.array_sort(F.collect_set(F.when(valid & time.isNotNull(), spans))).alias("_days"),
-            F.min(F.when(valid, time)).alias("_earliest"),
+            F.unix_micros(F.min(F.when(valid, time))).alias("_earliest"),
             F.count_if(valid & time.isNull()).alias("_nulls")]
 
 
 def _times_of(found: Row) -> BatchTimes:
-    days: list[tuple[datetime, datetime]] = []
+    days: list[tuple[int, int]] = []
     for start, end in found["_days"]:  # in order; contiguous days merged
         if days and days[-1][1] == start:
             days[-1] = (days[-1][0], end)
@@ -197,10 +200,12 @@ class SilverTransforms:
         within: Column | None = None
         if reach is not None and self.silver.dedup.scope is DedupScope.WATERMARK:
             if reach.earliest is not None:
-                within = F.col(time) >= F.lit(reach.earliest) - F.expr(f"INTERVAL {self.watermark}")
+                within = (F.col(time) >= F.timestamp_micros(F.lit(reach.earliest))
+                          - F.expr(f"INTERVAL {self.watermark}"))
         elif reach is not None:
             for start, end in reach.days:
-                day = (F.col(time) >= F.lit(start)) & (F.col(time) < F.lit(end))
+                day = ((F.col(time) >= F.timestamp_micros(F.lit(start)))
+                       & (F.col(time) < F.timestamp_micros(F.lit(end))))
                 within = day if within is None else within | day
             if reach.nulls:
                 within = F.col(time).isNull() if within is None else within | F.col(time).isNull()

@@ -4,7 +4,7 @@ hand-written silver of the first version enforced)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -145,6 +145,11 @@ def test_timestamp_rules(spark: SparkSession) -> None:
     base = '{"event_id":"e","user_id":"u","event_type":"view","timestamp":%s}'
     assert reasons_of(spark, base % '"2025-01-27T10:00:00"') == ["invalid_timestamp"]  # no zone
     assert reasons_of(spark, base % '"2025-02-30T10:00:00Z"') == ["invalid_timestamp"]  # no such day
+    # INGESTED is 2025-01-27T12:00Z: a device's clock a few hours ahead is an event, a day and
+    # more ahead is not (it would move every watermark past the real data).
+    assert reasons_of(spark, base % '"2025-01-28T11:59:59Z"') == []
+    assert reasons_of(spark, base % '"2025-01-28T12:00:01Z"') == ["future_timestamp"]
+    assert reasons_of(spark, base % '"9999-12-31T23:59:59Z"') == ["future_timestamp"]
     assert reasons_of(spark, base % "1737972000") == ["invalid_timestamp"]  # a number
     assert reasons_of(spark, base % "null") == ["missing_timestamp"]
     assert reasons_of(spark, base % '"2025-01-27T10:00:00.5-05:30"') == []
@@ -207,6 +212,16 @@ def test_remove_known_drops_events_already_in_silver(spark: SparkSession) -> Non
 
 
 SILVER_ROWS = "event_id STRING, timestamp TIMESTAMP"
+DAY = 86_400_000_000  # microseconds
+
+
+def micros(text: str) -> int:
+    """An instant written ``2025-01-02T00:00:00`` (UTC) as microseconds since the epoch."""
+    since = datetime.fromisoformat(text).replace(tzinfo=timezone.utc) - EPOCH
+    return since // timedelta(microseconds=1)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def reach_of(valid_rows: DataFrame) -> BatchTimes:
@@ -230,9 +245,9 @@ def test_event_date_scope_compares_keys_with_the_batch_dates_only(spark: SparkSe
          ("e5", utc("2025-01-05T12:00:00")), ("e9", utc("2025-01-05T08:00:00"))],
         SILVER_ROWS)
     reach = reach_of(batch)
-    assert reach.days == ((utc("2025-01-02T00:00:00"), utc("2025-01-03T00:00:00")),
-                          (utc("2025-01-05T00:00:00"), utc("2025-01-06T00:00:00")))
-    assert (reach.earliest, reach.nulls) == (utc("2025-01-02T00:00:00"), False)
+    assert reach.days == ((micros("2025-01-02T00:00:00"), micros("2025-01-03T00:00:00")),
+                          (micros("2025-01-05T00:00:00"), micros("2025-01-06T00:00:00")))
+    assert (reach.earliest, reach.nulls) == (micros("2025-01-02T00:00:00"), False)
     known = SILVER.known_rows(silver, reach)
     assert sorted(r.event_id for r in known.collect()) == ["e2", "e3", "e5"]
 
@@ -245,7 +260,7 @@ def test_event_date_scope_merges_adjacent_days_and_keeps_null_times(spark: Spark
         [("e1", utc("2025-01-01T09:00:00")), ("e2", utc("2025-01-02T09:00:00")), ("e6", None)],
         SILVER_ROWS)
     reach = reach_of(batch)
-    assert reach.days == ((utc("2025-01-01T00:00:00"), utc("2025-01-03T00:00:00")),)
+    assert reach.days == ((micros("2025-01-01T00:00:00"), micros("2025-01-03T00:00:00")),)
     assert reach.nulls
     assert sorted(r.event_id for r in SILVER.known_rows(silver, reach).collect()) == ["e1", "e2", "e6"]
 
@@ -263,9 +278,9 @@ def test_batch_counts_give_the_counts_and_the_valid_rows_times_in_one_pass(
     counts = batch_counts(parsed, "timestamp")
     assert (counts.rows_in, counts.quarantined) == (7, 3)
     assert counts.reach is not None
-    assert counts.reach.days == ((utc("2025-01-02T00:00:00"), utc("2025-01-04T00:00:00")),
-                                 (utc("2025-01-05T00:00:00"), utc("2025-01-06T00:00:00")))
-    assert (counts.reach.earliest, counts.reach.nulls) == (utc("2025-01-02T00:00:00"), True)
+    assert counts.reach.days == ((micros("2025-01-02T00:00:00"), micros("2025-01-04T00:00:00")),
+                                 (micros("2025-01-05T00:00:00"), micros("2025-01-06T00:00:00")))
+    assert (counts.reach.earliest, counts.reach.nulls) == (micros("2025-01-02T00:00:00"), True)
     # Without an event time to bound the lookup, only the counts.
     assert batch_counts(parsed, None) == type(counts)(7, 3, None)
     # Only quarantined rows: no day, no earliest time, no null time among valid rows.
@@ -273,6 +288,22 @@ def test_batch_counts_give_the_counts_and_the_valid_rows_times_in_one_pass(
     assert only_bad.reach is not None
     assert (only_bad.rows_in, only_bad.quarantined) == (3, 3)
     assert (only_bad.reach.days, only_bad.reach.earliest, only_bad.reach.nulls) == ((), None, False)
+
+
+def test_a_batch_with_events_on_the_first_and_last_days_spark_knows(spark: SparkSession) -> None:
+    """Before, the batch's days were Python datetimes: an event on 9999-12-31 (its day ends in
+    year 10000) or on 0001-01-01 failed the batch, at every run, before anything was written."""
+    rows = ("SELECT 'first' AS event_id, TIMESTAMP'0001-01-01 00:00:00' AS timestamp UNION ALL "
+            "SELECT 'last', TIMESTAMP'9999-12-31 23:59:59' UNION ALL "
+            "SELECT 'usual', TIMESTAMP'2025-01-27 10:00:00'")
+    reach = reach_of(spark.sql(rows))
+    assert reach.days == ((micros("0001-01-01T00:00:00"), micros("0001-01-02T00:00:00")),
+                          (micros("2025-01-27T00:00:00"), micros("2025-01-28T00:00:00")),
+                          (micros("9999-12-31T00:00:00"), micros("9999-12-31T00:00:00") + DAY))
+    assert reach.earliest == micros("0001-01-01T00:00:00")
+    silver = spark.sql(rows + " UNION ALL SELECT 'other', TIMESTAMP'2025-01-28 10:00:00'")
+    assert sorted(r.event_id for r in SILVER.known_rows(silver, reach).collect()) == [
+        "first", "last", "usual"]
 
 
 CUSTOMER_SCHEMA = ("customer_id STRING, customer_name STRING, segment STRING, "
