@@ -25,6 +25,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -166,6 +167,33 @@ def _plain(value: Any) -> Any:
     return float(value) if isinstance(value, Decimal) else value
 
 
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+
+
+def _collected(frame: DataFrame) -> list[tuple[Any, ...]]:
+    """``frame``'s rows as tuples, each TIMESTAMP a naive datetime in UTC (as the session's zone
+    makes them) computed from Spark's microseconds.
+
+    PySpark's own conversion goes through the local clock, which fails for 0001-01-01 ("year 0
+    is out of range"): a batch with such an event failed its gate at every run. A time beyond
+    what Python's ``datetime`` holds (after 9999) becomes its largest (or smallest) value.
+    """
+    times = [isinstance(f.dataType, TimestampType) for f in frame.schema.fields]
+    if any(times):
+        frame = frame.select(*[F.unix_micros(F.col(f"`{f.name}`")).alias(f.name) if is_time
+                               else F.col(f"`{f.name}`")
+                               for f, is_time in zip(frame.schema.fields, times, strict=True)])
+    return [tuple(_instant(value) if is_time and value is not None else value
+                  for value, is_time in zip(row, times, strict=True)) for row in frame.collect()]
+
+
+def _instant(micros: int) -> datetime:
+    try:
+        return _NAIVE_EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        return datetime.max if micros > 0 else datetime.min
+
+
 class _Plan:
     """The aggregate expressions of one batch, shared between expectations that need the same."""
 
@@ -230,8 +258,8 @@ def _unique_unexpected(frame: DataFrame, column: str) -> int:
 def _samples(frame: DataFrame, failing: Column, columns: Sequence[str]) -> list[Any]:
     from great_expectations.util import convert_to_json_serializable
 
-    rows = frame.where(failing).select(*columns).limit(SAMPLE_SIZE).collect()
-    values = [row[0] if len(columns) == 1 else tuple(row) for row in rows]
+    rows = _collected(frame.where(failing).select(*columns).limit(SAMPLE_SIZE))
+    values = [row[0] if len(columns) == 1 else row for row in rows]
     return [convert_to_json_serializable(_plain(v)) for v in values]
 
 
@@ -286,8 +314,7 @@ def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchE
                                                  for name, failing in drop_rules]))
         plan.add("drop.count", F.count_if(drop_mask))
     plan.add("table.row_count", F.count(F.lit(1)))
-    row = frame.agg(*plan.columns).first()
-    assert row is not None
+    (row,) = _collected(frame.agg(*plan.columns))  # a global aggregate has one row
     values = {key: _plain(row[i]) for key, i in plan.index.items()}
 
     results: list[CheckResult] = []
@@ -309,7 +336,7 @@ def evaluate_batch(frame: DataFrame, specs: Sequence[ExpectationSpec]) -> BatchE
                     column = item.spec.kwargs["column"]
                     duplicated = (frame.groupBy(column).count().where(F.col("count") > 1)
                                   .select(column))
-                    samples = [r[0] for r in duplicated.limit(SAMPLE_SIZE).collect()]
+                    samples = [r[0] for r in _collected(duplicated.limit(SAMPLE_SIZE))]
                 else:
                     rule = row_rule(map_metric, configuration.metric_domain_kwargs,
                                     configuration.metric_value_kwargs, schema)

@@ -134,3 +134,24 @@ def test_an_empty_batch_fails_only_row_count_expectations(spark: SparkSession) -
     low = _spec("some_rows", "expect_table_row_count_to_be_between", min_value=1)
     (result,) = evaluate_batch(empty, (low,)).results
     assert (result.success, result.observed) == (False, "observed 0")
+
+
+def test_times_at_the_ends_of_what_spark_holds_are_judged_not_fatal(spark: SparkSession) -> None:
+    """Before, PySpark's conversion of 0001-01-01 failed the gate ("year 0 is out of range"), and
+    with it the batch, at every run."""
+    frame = spark.sql("SELECT TIMESTAMP'0001-01-01 00:00:00' AS timestamp UNION ALL "
+                      "SELECT TIMESTAMP'9999-12-31 23:59:59.5' UNION ALL SELECT NULL")
+    specs = (
+        _spec("oldest", "expect_column_min_to_be_between", column="timestamp",
+              min_value="2000-01-01T00:00:00"),
+        _spec("newest", "expect_column_max_to_be_between", column="timestamp",
+              max_value="2100-01-01T00:00:00"),
+        _spec("in_range", "expect_column_values_to_be_between", column="timestamp",
+              min_value="2000-01-01T00:00:00", max_value="2100-01-01T00:00:00"),
+    )
+    results = {r.spec.name: r for r in evaluate_batch(frame, specs).results}
+    assert not any(r.success for r in results.values())
+    assert "0001-01-01T00:00:00" in results["oldest"].observed
+    assert "9999-12-31T23:59:59.500000" in results["newest"].observed
+    assert results["in_range"].unexpected_count == 2
+    assert "0001-01-01T00:00:00" in results["in_range"].observed
