@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -167,16 +167,16 @@ def _plain(value: Any) -> Any:
     return float(value) if isinstance(value, Decimal) else value
 
 
-_NAIVE_EPOCH = datetime(1970, 1, 1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _collected(frame: DataFrame) -> list[tuple[Any, ...]]:
-    """``frame``'s rows as tuples, each TIMESTAMP a naive datetime in UTC (as the session's zone
-    makes them) computed from Spark's microseconds.
+    """``frame``'s rows as tuples, each TIMESTAMP computed from Spark's microseconds: a naive
+    datetime on the local clock, as PySpark gives it (and as GX's ``now()`` is).
 
-    PySpark's own conversion goes through the local clock, which fails for 0001-01-01 ("year 0
-    is out of range"): a batch with such an event failed its gate at every run. A time beyond
-    what Python's ``datetime`` holds (after 9999) becomes its largest (or smallest) value.
+    PySpark's own conversion fails for 0001-01-01 ("year 0 is out of range"): a batch with such
+    an event failed its gate at every run. Where the local clock cannot say, the time is given in
+    UTC; beyond what Python's ``datetime`` holds (after 9999), its largest (or smallest) value.
     """
     times = [isinstance(f.dataType, TimestampType) for f in frame.schema.fields]
     if any(times):
@@ -189,9 +189,13 @@ def _collected(frame: DataFrame) -> list[tuple[Any, ...]]:
 
 def _instant(micros: int) -> datetime:
     try:
-        return _NAIVE_EPOCH + timedelta(microseconds=micros)
+        instant = _EPOCH + timedelta(microseconds=micros)
     except OverflowError:
         return datetime.max if micros > 0 else datetime.min
+    try:
+        return instant.astimezone().replace(tzinfo=None)
+    except (OverflowError, ValueError, OSError):
+        return instant.replace(tzinfo=None)
 
 
 class _Plan:
