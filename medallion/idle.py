@@ -81,27 +81,31 @@ def _delta_caught_up(spark: SparkSession, source: DeltaInput, offset: dict) -> b
     return newest_table_version(spark, source.path) < int(offset["reservoirVersion"])
 
 
-def _location(uri: str) -> tuple[str, str]:
+def location(uri: str) -> tuple[str, str]:
     """A file's bucket (empty for local files) and path, however its URI is spelled."""
     parsed = urlparse(uri)
     return parsed.netloc, unquote(parsed.path)
 
 
-def _logged_files(spark: SparkSession, checkpoint: str, upto: int) -> set[tuple[str, str]]:
-    """The files a file source's log holds up to batch ``upto``: the newest compaction at or
-    below it, then every batch after that."""
+def logged_files(spark: SparkSession, checkpoint: str, upto: int | None = None
+                 ) -> dict[tuple[str, str], int]:
+    """The files a file source's log holds up to batch ``upto`` (default: its newest), each
+    with the modification time (epoch ms) it had when the source read it: the newest compaction
+    at or below it, then every batch after that."""
     folder = f"{checkpoint}/sources/0"
     names = folder_names(spark, folder)
+    batches = [int(name.removesuffix(".compact")) for name in names
+               if name.removesuffix(".compact").isdigit()]
+    upto = max(batches, default=-1) if upto is None else upto
     compacted = max((int(name.removesuffix(".compact")) for name in names
                      if name.endswith(".compact") and name.removesuffix(".compact").isdigit()
                      and int(name.removesuffix(".compact")) <= upto), default=-1)
-    files: set[tuple[str, str]] = set()
-    if compacted >= 0:
-        files |= {_location(entry["path"]) for entry in
-                  _entries(read_text(spark, f"{folder}/{compacted}.compact"))}
-    for batch in range(compacted + 1, upto + 1):
-        files |= {_location(entry["path"]) for entry in
-                  _entries(read_text(spark, f"{folder}/{batch}"))}
+    files: dict[tuple[str, str], int] = {}
+    logs = ([f"{folder}/{compacted}.compact"] if compacted >= 0 else []) + [
+        f"{folder}/{batch}" for batch in range(compacted + 1, upto + 1)]
+    for log_file in logs:
+        files.update({location(entry["path"]): int(entry.get("timestamp") or 0)
+                      for entry in _entries(read_text(spark, log_file))})
     return files
 
 
@@ -114,9 +118,9 @@ def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
     if any(status.isDirectory() for status in statuses):
         return False  # partition folders: not read the simple way checked here
     # Every file the reader could list (hidden ones included: more files can only mean "start").
-    listed = {_location(str(status.getPath().toUri())) for status in statuses
+    listed = {location(str(status.getPath().toUri())) for status in statuses
               if fnmatch.fnmatch(str(status.getPath().getName()), source.glob)}
-    return listed <= _logged_files(spark, checkpoint, int(offset["logOffset"]))
+    return listed <= logged_files(spark, checkpoint, int(offset["logOffset"])).keys()
 
 
 def nothing_new(spark: SparkSession, checkpoint: str,

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
 from medallion.hadoopfs import hadoop_path, path_exists
-from medallion.idle import FolderInput, newest_table_version, skippable
+from medallion.idle import FolderInput, location, logged_files, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
@@ -42,26 +42,44 @@ def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
     return TableSpec.from_decl(pipeline.table(source.bronze_key))
 
 
-def unread_files(spark: SparkSession, folder: str, glob: str) -> list[str]:
-    """The names of the files in ``folder`` that a source reading ``glob`` there never reads:
-    not hidden (``.`` or ``_`` first, which Spark's reader skips), not a folder, not matching."""
+def files_not_read(spark: SparkSession, folder: str, glob: str, checkpoint: str
+                   ) -> tuple[list[str], list[str]]:
+    """The names of the files in ``folder`` that a source reading ``glob`` there, with
+    ``checkpoint``, will not read: those whose names do not match (hidden ones aside: ``.`` or
+    ``_`` first, which Spark's reader skips by design), and those changed since the source read
+    them (it reads a path once)."""
     fs, path = hadoop_path(spark, folder)
     if not fs.exists(path):
-        return []
-    names = (str(status.getPath().getName()) for status in fs.listStatus(path) if status.isFile())
-    return sorted(name for name in names
-                  if name[:1] not in (".", "_") and not fnmatch.fnmatch(name, glob))
+        return [], []
+    statuses = [status for status in fs.listStatus(path) if status.isFile()
+                and str(status.getPath().getName())[:1] not in (".", "_")]
+    unmatched = sorted(str(s.getPath().getName()) for s in statuses
+                       if not fnmatch.fnmatch(str(s.getPath().getName()), glob))
+    matched = [s for s in statuses if fnmatch.fnmatch(str(s.getPath().getName()), glob)]
+    read = logged_files(spark, checkpoint) if matched and path_exists(
+        spark, f"{checkpoint}/sources/0") else {}
+    changed = sorted(str(s.getPath().getName()) for s in matched
+                     if int(s.getModificationTime()) > read.get(
+                         location(str(s.getPath().toUri())), int(s.getModificationTime())))
+    return unmatched, changed
 
 
-def _warn_of_unread_files(spark: SparkSession, spec: TableSpec, folder: str, pipeline: PipelineSpec,
-                          source: SourceSpec) -> None:
-    unread = unread_files(spark, folder, source.file_glob)
-    if unread:
-        shown = ", ".join(unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _warn_of_files_not_read(spark: SparkSession, spec: TableSpec, folder: str, checkpoint: str,
+                            pipeline: PipelineSpec, source: SourceSpec) -> None:
+    unmatched, changed = files_not_read(spark, folder, source.file_glob, checkpoint)
+    if unmatched:
         log.warning("%s: %d file(s) in %s are not read, since their names do not match %r: %s "
                     "(rename them, or declare sources.%s.glob in conf/pipelines/%s.yaml)",
-                    spec.key, len(unread), folder, source.file_glob, shown, source.name,
-                    pipeline.name)
+                    spec.key, len(unmatched), folder, source.file_glob, _shown(unmatched),
+                    source.name, pipeline.name)
+    if changed:
+        log.warning("%s: %d file(s) in %s changed after bronze read them, and are not read again: "
+                    "%s (a file is read once by its name: land a corrected file under a new name)",
+                    spec.key, len(changed), folder, _shown(changed))
 
 
 def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
@@ -70,7 +88,7 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
     trigger that keeps it running). Files there that the source never reads are warned of."""
     spec = bronze_spec(pipeline, source)
     folder = landing_folder(settings, source)
-    _warn_of_unread_files(spark, spec, folder, pipeline, source)
+    _warn_of_files_not_read(spark, spec, folder, spec.checkpoint(settings), pipeline, source)
     if skippable(spark, trigger, spec.path(settings), spec.checkpoint(settings),
                  FolderInput(folder, source.file_glob)):
         return False  # every landed file is in bronze already

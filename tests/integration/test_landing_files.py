@@ -7,6 +7,7 @@ every Parquet reader can read. A file named so that its source never reads it is
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,28 @@ def test_files_a_source_never_reads_are_warned_of_at_every_run(
             "'*.json': batch-2.jsonl, batch-3.json.gz (rename them, or declare "
             "sources.events.glob in conf/pipelines/events.yaml)"]
     assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 1
+
+
+def test_a_file_changed_after_bronze_read_it_is_warned_of(
+        spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """A file is read once by its name. Before, a corrected file copied over the one bronze had
+    read (a daily export under the same name, say) was skipped, and no run said so."""
+    events = Path(settings.paths.landing) / "events"
+    write_atomically(events / "batch-1.json", [UTF_8.decode()])
+    write_atomically(events / "batch-2.json", [CRLF.decode().strip()])
+    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
+                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+
+    write_atomically(events / "batch-1.json", [UTF_8.decode(), BOM[3:].decode()])  # corrected
+    later = (events / "batch-2.json").stat().st_mtime + 60
+    os.utime(events / "batch-1.json", (later, later))  # whatever the file system's clock grain
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    warnings = [r.getMessage() for r in caplog.records if "changed after" in r.getMessage()]
+    assert warnings == [
+        f"bronze/events: 1 file(s) in {events} changed after bronze read them, and are not read "
+        "again: batch-1.json (a file is read once by its name: land a corrected file under a new "
+        "name)"]
+    assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 2
