@@ -33,13 +33,26 @@ CRLF = b'{"event_id":"crlf-1","user_id":"u0002","event_type":"view",' \
        b'"timestamp":"2025-01-27T10:00:08Z","amount":null}\r'
 
 
+def _land_customers(settings: Settings) -> None:
+    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
+                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+
+
+def _bronze_warnings(spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture,
+                     containing: str) -> list[str]:
+    """Run bronze; the warnings of bronze's job whose message holds ``containing``."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    return [r.getMessage() for r in caplog.records if containing in r.getMessage()]
+
+
 def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
         spark: SparkSession, settings: Settings) -> None:
     events = Path(settings.paths.landing) / "events"
     events.mkdir(parents=True)
     (events / "export-0000.json").write_bytes(b"\n".join([BOM, LATIN_1, GARBAGE, UTF_8, CRLF]) + b"\n")
-    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
-                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+    _land_customers(settings)
 
     run_pipeline(spark, settings, Layer.BRONZE, NOW)
     runs = run_pipeline(spark, settings, Layer.SILVER, NOW)
@@ -75,15 +88,10 @@ def test_files_a_source_never_reads_are_warned_of_at_every_run(
     write_atomically(events / "batch-1.json", [UTF_8.decode()])
     for name in ("batch-2.jsonl", "batch-3.json.gz", ".batch-4.json.tmp", "_SUCCESS"):
         (events / name).write_bytes(CRLF)  # the last two are hidden: Spark skips them by design
-    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
-                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+    _land_customers(settings)
 
     for _ in range(2):  # the second run has nothing new, and says it again
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
-            run_pipeline(spark, settings, Layer.BRONZE, NOW)
-        warnings = [r.getMessage() for r in caplog.records if "are not read" in r.getMessage()]
-        assert warnings == [
+        assert _bronze_warnings(spark, settings, caplog, "are not read") == [
             f"bronze/events: 2 file(s) in {events} are not read, since their names do not match "
             "'*.json': batch-2.jsonl, batch-3.json.gz (rename them, or declare "
             "sources.events.glob in conf/pipelines/events.yaml)"]
@@ -97,18 +105,13 @@ def test_a_file_changed_after_bronze_read_it_is_warned_of(
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "batch-1.json", [UTF_8.decode()])
     write_atomically(events / "batch-2.json", [CRLF.decode().strip()])
-    write_atomically(Path(settings.paths.landing) / "customers" / "customers.csv",
-                     ["customer_id,customer_name,segment", "u0001,Ann,smb"])
+    _land_customers(settings)
     run_pipeline(spark, settings, Layer.BRONZE, NOW)
 
     write_atomically(events / "batch-1.json", [UTF_8.decode(), BOM[3:].decode()])  # corrected
     later = (events / "batch-2.json").stat().st_mtime + 60
     os.utime(events / "batch-1.json", (later, later))  # whatever the file system's clock grain
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
-        run_pipeline(spark, settings, Layer.BRONZE, NOW)
-    warnings = [r.getMessage() for r in caplog.records if "changed after" in r.getMessage()]
-    assert warnings == [
+    assert _bronze_warnings(spark, settings, caplog, "changed after") == [
         f"bronze/events: 1 file(s) in {events} changed after bronze read them, and are not read "
         "again: batch-1.json (a file is read once by its name: land a corrected file under a new "
         "name)"]
