@@ -28,7 +28,8 @@ import fnmatch
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
@@ -52,10 +53,13 @@ class DeltaInput:
 
 @dataclass(frozen=True)
 class FolderInput:
-    """A query reading the files of a landing folder whose names match ``glob``."""
+    """A query reading the files of a landing folder whose names match ``glob``; ``look``, when
+    given, is the run's one look at that folder and the query's file source log (else the check
+    makes its own)."""
 
     folder: str
     glob: str
+    look: FolderLook | None = field(default=None, compare=False)
 
 
 StreamInput = DeltaInput | FolderInput
@@ -87,40 +91,78 @@ def location(uri: str) -> tuple[str, str]:
     return parsed.netloc, unquote(parsed.path)
 
 
-def logged_files(spark: SparkSession, checkpoint: str, upto: int | None = None
-                 ) -> dict[tuple[str, str], int]:
-    """The files a file source's log holds up to batch ``upto`` (default: its newest), each
-    with the modification time (epoch ms) it had when the source read it: the newest compaction
-    at or below it, then every batch after that."""
-    folder = f"{checkpoint}/sources/0"
-    names = folder_names(spark, folder)
-    batches = [int(name.removesuffix(".compact")) for name in names
-               if name.removesuffix(".compact").isdigit()]
-    upto = max(batches, default=-1) if upto is None else upto
-    compacted = max((int(name.removesuffix(".compact")) for name in names
-                     if name.endswith(".compact") and name.removesuffix(".compact").isdigit()
-                     and int(name.removesuffix(".compact")) <= upto), default=-1)
-    files: dict[tuple[str, str], int] = {}
-    logs = ([f"{folder}/{compacted}.compact"] if compacted >= 0 else []) + [
-        f"{folder}/{batch}" for batch in range(compacted + 1, upto + 1)]
-    for log_file in logs:
-        files.update({location(entry["path"]): int(entry.get("timestamp") or 0)
-                      for entry in _entries(read_text(spark, log_file))})
-    return files
+@dataclass(frozen=True)
+class ListedFile:
+    """A file (or folder) found in a landing folder."""
+
+    name: str
+    location: tuple[str, str]
+    modified_ms: int
+    is_file: bool
+
+    @property
+    def hidden(self) -> bool:
+        """Whether Spark's file reader skips it by design (``.`` or ``_`` first)."""
+        return self.name[:1] in (".", "_")
+
+
+class FolderLook:
+    """One look at a landing folder and at the log of the file source reading it (its
+    checkpoint's ``sources/0``), shared by every check of a run: the idle check and bronze's
+    warnings list the folder once and read each log file once (on S3: one LIST, a few GETs)."""
+
+    def __init__(self, spark: SparkSession, folder: str, checkpoint: str) -> None:
+        self._spark, self.folder, self._log = spark, folder, f"{checkpoint}/sources/0"
+        self._logged: dict[int, dict[tuple[str, str], int]] = {}
+
+    @cached_property
+    def listed(self) -> tuple[ListedFile, ...] | None:
+        """What the folder holds (``None``: there is no folder)."""
+        fs, path = hadoop_path(self._spark, self.folder)
+        if not fs.exists(path):
+            return None
+        return tuple(ListedFile(str(status.getPath().getName()),
+                                location(str(status.getPath().toUri())),
+                                int(status.getModificationTime()), bool(status.isFile()))
+                     for status in fs.listStatus(path))
+
+    @cached_property
+    def _log_names(self) -> list[str]:
+        return folder_names(self._spark, self._log)
+
+    def logged(self, upto: int | None = None) -> dict[tuple[str, str], int]:
+        """The files the source's log holds up to batch ``upto`` (default: its newest), each
+        with the modification time (epoch ms) it had when the source read it: the newest
+        compaction at or below it, then every batch after that. Empty: nothing read yet."""
+        names = self._log_names
+        batches = [int(name.removesuffix(".compact")) for name in names
+                   if name.removesuffix(".compact").isdigit()]
+        upto = max(batches, default=-1) if upto is None else upto
+        if upto not in self._logged:
+            compacted = max((int(name.removesuffix(".compact")) for name in names
+                             if name.endswith(".compact") and name.removesuffix(".compact").isdigit()
+                             and int(name.removesuffix(".compact")) <= upto), default=-1)
+            files: dict[tuple[str, str], int] = {}
+            logs = ([f"{self._log}/{compacted}.compact"] if compacted >= 0 else []) + [
+                f"{self._log}/{batch}" for batch in range(compacted + 1, upto + 1)]
+            for log_file in logs:
+                files.update({location(entry["path"]): int(entry.get("timestamp") or 0)
+                              for entry in _entries(read_text(self._spark, log_file))})
+            self._logged[upto] = files
+        return self._logged[upto]
 
 
 def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
                       offset: dict) -> bool:
-    fs, folder = hadoop_path(spark, source.folder)
-    if not fs.exists(folder):
+    look = source.look or FolderLook(spark, source.folder, checkpoint)
+    if look.listed is None:
         return False  # the starter says what a missing folder means
-    statuses = fs.listStatus(folder)
-    if any(status.isDirectory() for status in statuses):
+    if any(not listed.is_file for listed in look.listed):
         return False  # partition folders: not read the simple way checked here
     # Every file the reader could list (hidden ones included: more files can only mean "start").
-    listed = {location(str(status.getPath().toUri())) for status in statuses
-              if fnmatch.fnmatch(str(status.getPath().getName()), source.glob)}
-    return listed <= logged_files(spark, checkpoint, int(offset["logOffset"])).keys()
+    matching = {listed.location for listed in look.listed
+                if fnmatch.fnmatch(listed.name, source.glob)}
+    return matching <= look.logged(int(offset["logOffset"])).keys()
 
 
 def nothing_new(spark: SparkSession, checkpoint: str,

@@ -12,8 +12,7 @@ from pyspark.sql import functions as F
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
-from medallion.hadoopfs import hadoop_path, path_exists
-from medallion.idle import FolderInput, location, logged_files, newest_table_version, skippable
+from medallion.idle import FolderInput, FolderLook, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
@@ -42,25 +41,17 @@ def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
     return TableSpec.from_decl(pipeline.table(source.bronze_key))
 
 
-def files_not_read(spark: SparkSession, folder: str, glob: str, checkpoint: str
-                   ) -> tuple[list[str], list[str]]:
-    """The names of the files in ``folder`` that a source reading ``glob`` there, with
-    ``checkpoint``, will not read: those whose names do not match (hidden ones aside: ``.`` or
-    ``_`` first, which Spark's reader skips by design), and those changed since the source read
-    them (it reads a path once)."""
-    fs, path = hadoop_path(spark, folder)
-    if not fs.exists(path):
-        return [], []
-    statuses = [status for status in fs.listStatus(path) if status.isFile()
-                and str(status.getPath().getName())[:1] not in (".", "_")]
-    unmatched = sorted(str(s.getPath().getName()) for s in statuses
-                       if not fnmatch.fnmatch(str(s.getPath().getName()), glob))
-    matched = [s for s in statuses if fnmatch.fnmatch(str(s.getPath().getName()), glob)]
-    read = logged_files(spark, checkpoint) if matched and path_exists(
-        spark, f"{checkpoint}/sources/0") else {}
-    changed = sorted(str(s.getPath().getName()) for s in matched
-                     if int(s.getModificationTime()) > read.get(
-                         location(str(s.getPath().toUri())), int(s.getModificationTime())))
+def files_not_read(look: FolderLook, glob: str) -> tuple[list[str], list[str]]:
+    """The names of the files in the folder ``look`` saw that a source reading ``glob`` there
+    will not read: those whose names do not match (hidden ones aside: ``.`` or ``_`` first,
+    which Spark's reader skips by design), and those changed since the source read them (it
+    reads a path once)."""
+    files = [listed for listed in look.listed or () if listed.is_file and not listed.hidden]
+    unmatched = sorted(f.name for f in files if not fnmatch.fnmatch(f.name, glob))
+    matched = [f for f in files if fnmatch.fnmatch(f.name, glob)]
+    read = look.logged() if matched else {}
+    changed = sorted(f.name for f in matched
+                     if f.modified_ms > read.get(f.location, f.modified_ms))
     return unmatched, changed
 
 
@@ -68,9 +59,10 @@ def _shown(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def _warn_of_files_not_read(spark: SparkSession, spec: TableSpec, folder: str, checkpoint: str,
-                            pipeline: PipelineSpec, source: SourceSpec) -> None:
-    unmatched, changed = files_not_read(spark, folder, source.file_glob, checkpoint)
+def _warn_of_files_not_read(spec: TableSpec, look: FolderLook, pipeline: PipelineSpec,
+                            source: SourceSpec) -> None:
+    unmatched, changed = files_not_read(look, source.file_glob)
+    folder = look.folder
     if unmatched:
         log.warning("%s: %d file(s) in %s are not read, since their names do not match %r: %s "
                     "(rename them, or declare sources.%s.glob in conf/pipelines/%s.yaml)",
@@ -87,12 +79,13 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
     """Whether a file source has work: a landing folder with files not in bronze yet (or a
     trigger that keeps it running). Files there that the source never reads are warned of."""
     spec = bronze_spec(pipeline, source)
-    folder = landing_folder(settings, source)
-    _warn_of_files_not_read(spark, spec, folder, spec.checkpoint(settings), pipeline, source)
-    if skippable(spark, trigger, spec.path(settings), spec.checkpoint(settings),
-                 FolderInput(folder, source.file_glob)):
+    folder, checkpoint = landing_folder(settings, source), spec.checkpoint(settings)
+    look = FolderLook(spark, folder, checkpoint)  # one listing, one log read, for both checks
+    _warn_of_files_not_read(spec, look, pipeline, source)
+    if skippable(spark, trigger, spec.path(settings), checkpoint,
+                 FolderInput(folder, source.file_glob, look)):
         return False  # every landed file is in bronze already
-    if not path_exists(spark, folder):
+    if look.listed is None:
         # Nothing landed yet: no table is made for it (nor, downstream, from it). Said with -v
         # only: a pipeline whose data has not come yet is not a fault of this run.
         log.info("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from medallion import hadoopfs
 from medallion.config import Settings, Trigger
 from medallion.generate import write_atomically
 from medallion.runner import Layer, run_pipeline
@@ -116,3 +120,49 @@ def test_a_file_changed_after_bronze_read_it_is_warned_of(
         "again: batch-1.json (a file is read once by its name: land a corrected file under a new "
         "name)"]
     assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 2
+
+
+class _CountingFileSystem:
+    """A Hadoop file system whose listings and opened files are counted, by path."""
+
+    def __init__(self, fs: Any, counts: Counter[tuple[str, str]]) -> None:
+        self._fs, self._counts = fs, counts
+
+    def listStatus(self, path: Any) -> Any:  # noqa: N802 - Hadoop's name
+        self._counts["list", str(path)] += 1
+        return self._fs.listStatus(path)
+
+    def open(self, path: Any) -> Any:
+        self._counts["open", str(path)] += 1
+        return self._fs.open(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+
+def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_once(
+        spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On S3 each listing is a LIST request and each log file a GET. Before, an idle run's
+    warnings and its idle check each listed the folder and read the source log."""
+    events = Path(settings.paths.landing) / "events"
+    for batch in range(3):  # three batches of the source log to read back
+        write_atomically(events / f"batch-{batch}.json", [UTF_8.decode()])
+        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 3
+
+    counts: Counter[tuple[str, str]] = Counter()
+    real = hadoopfs.hadoop_path
+    for module in [m for name, m in sys.modules.items() if name.startswith("medallion")
+                   and getattr(m, "hadoop_path", None) is real]:  # every module reaching files
+        monkeypatch.setattr(module, "hadoop_path", lambda session, path: (
+            lambda fs, target: (_CountingFileSystem(fs, counts), target))(*real(session, path)))
+    runs = run_pipeline(spark, settings, Layer.BRONZE, NOW)
+
+    assert [(run.table, run.rows_in) for run in runs if run.table == BRONZE_EVENTS.key] == [
+        (BRONZE_EVENTS.key, 0)]
+    source_log = Path(BRONZE_EVENTS.checkpoint(settings)) / "sources" / "0"
+    assert [n for (op, path), n in counts.items() if op == "list" and path.endswith(
+        str(events))] == [1]
+    log_reads = {Path(path).name: n for (op, path), n in counts.items()
+                 if op == "open" and str(source_log) in path}
+    assert log_reads == {"0": 1, "1": 1, "2": 1}
