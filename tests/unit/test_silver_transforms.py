@@ -110,7 +110,7 @@ def test_a_csv_field_a_reader_could_not_decode_is_quarantined(spark: SparkSessio
     orders = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "orders")
     validate(orders)
     parse_orders = compile_silver(orders, orders.silver[0]).parse
-    line = ("1", "s1", "{sku}", "2", "3.50", "2026-03-02", "10:00:00", None, "f.csv", INGESTED)
+    line = ("1", "s1", "{sku}", "2", "3.50", "2025-01-27", "10:00:00", None, "f.csv", INGESTED)
     bronze_orders = spark.createDataFrame(
         [(order, *[sku if v == "{sku}" else v for v in line])
          for order, sku in (("o1", "caf\u00e9-beans"), ("o2", "caf\ufffd-beans"))],
@@ -119,6 +119,26 @@ def test_a_csv_field_a_reader_could_not_decode_is_quarantined(spark: SparkSessio
         "source_file STRING, ingested_at TIMESTAMP")
     reasons = {r["order_id"]: list(r["reasons"]) for r in bronze_orders.transform(parse_orders).collect()}
     assert reasons == {"o1": [], "o2": ["invalid_utf8"]}
+
+
+def test_an_order_line_stamped_more_than_a_day_after_its_landing_is_quarantined(
+        spark: SparkSession) -> None:
+    """A till whose clock ran years ahead would move the watermark and close every window on
+    the lines after it. The tills write Paris time (UTC+1 in January); landed 2025-01-27 12:00Z."""
+    orders = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "orders")
+    validate(orders)
+    parse_orders = compile_silver(orders, orders.silver[0]).parse
+    lines = [("now", "2025-01-27", "12:30:00"), ("a day on", "2025-01-28", "13:00:00"),
+             ("a second more", "2025-01-28", "13:00:01"), ("years on", "2031-06-01", "09:00:00")]
+    bronze_orders = spark.createDataFrame(
+        [(order, "1", "s1", "p1", "2", "3.50", day, time, None, "f.csv", INGESTED)
+         for order, day, time in lines],
+        "order_id STRING, line_no STRING, store_id STRING, sku STRING, quantity STRING, "
+        "unit_price STRING, order_date STRING, order_time STRING, _corrupt_record STRING, "
+        "source_file STRING, ingested_at TIMESTAMP")
+    reasons = {r["order_id"]: list(r["reasons"]) for r in bronze_orders.transform(parse_orders).collect()}
+    assert reasons == {"now": [], "a day on": [], "a second more": ["future_ordered_at"],
+                       "years on": ["future_ordered_at"]}
 
 
 def test_an_object_after_white_space_is_an_object(spark: SparkSession) -> None:
