@@ -114,3 +114,15 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
     assert shlex.split(line) == ["PYSPARK_PYTHON=/opt/py thon", *argv]
     with pytest.raises(ValueError, match="no job"):
         submit_argv(settings, "platinum")
+
+
+@pytest.mark.parametrize(("overlay", "tasks"), [
+    ("", "8"),  # local[2], two shuffle partitions
+    ("spark:\n  shuffle_partitions: 64\n", "256"),
+    ("spark:\n  conf:\n    spark.sql.sources.parallelPartitionDiscovery.parallelism: 3\n", "3"),
+])
+def test_file_listings_are_as_wide_as_the_shuffles_unless_the_configuration_says(
+        tmp_path: Path, overlay: str, tasks: str) -> None:
+    """Spark's default of 10,000 tasks per listing made VACUUM of a small table take 20-30 s."""
+    settings = load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
+    assert session_conf(settings)["spark.sql.sources.parallelPartitionDiscovery.parallelism"] == tasks
