@@ -40,8 +40,8 @@ from medallion.catalog import has_entry
 from medallion.config import Settings, Trigger, parse_duration_seconds
 from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
-from medallion.hadoopfs import delete_path, hadoop_path, path_exists
-from medallion.idle import newest_table_version
+from medallion.hadoopfs import delete_path
+from medallion.idle import files_under, newest_table_version
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sources.delta import read_table
@@ -242,18 +242,10 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
     if found is None:
         return []
     source = found[1]
-    folder, glob = landing_folder(settings, source), source.file_glob
-    if not path_exists(spark, folder):
-        return []
-    fs, path = hadoop_path(spark, folder)
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
-    chosen = []
-    for status in fs.listStatus(path):
-        name = status.getPath().getName()
-        if status.isFile() and fnmatch.fnmatch(name, glob) and not name.startswith((".", "_")) \
-                and low <= status.getModificationTime() < high:
-            chosen.append(str(status.getPath().toString()))
-    return sorted(chosen)
+    return sorted(f.uri for f in files_under(spark, landing_folder(settings, source)) or ()
+                  if fnmatch.fnmatch(f.name, source.file_glob) and not f.hidden
+                  and low <= f.modified_ms < high)
 
 
 def _range_filter(column: str, start: datetime, end: datetime) -> F.Column:

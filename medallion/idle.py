@@ -93,17 +93,48 @@ def location(uri: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ListedFile:
-    """A file (or folder) found in a landing folder."""
+    """A file under a landing folder (in it, or in a folder under it)."""
 
-    name: str
+    path: str  # from the landing folder, "/"-separated: "a.json", "2025-01-27/a.json"
+    uri: str  # as Hadoop spells it: file:/x/a.json, s3a://bucket/x/a.json
     location: tuple[str, str]
     modified_ms: int
-    is_file: bool
+
+    @property
+    def name(self) -> str:
+        """The file's own name, which a source's glob matches."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def in_hidden_folder(self) -> bool:
+        """Whether a folder on its way is one Spark's file reader skips (``_temporary``, ...)."""
+        return any(_hidden(part) for part in self.path.split("/")[:-1])
 
     @property
     def hidden(self) -> bool:
-        """Whether Spark's file reader skips it by design (``.`` or ``_`` first)."""
-        return self.name[:1] in (".", "_")
+        """Whether Spark's file reader skips it by design: it, or a folder on its way, is named
+        ``.`` or ``_`` first (a temporary or metadata file)."""
+        return self.in_hidden_folder or _hidden(self.name)
+
+
+def _hidden(name: str) -> bool:
+    return name[:1] == "." or name[:1] == "_" and "=" not in name
+
+
+def files_under(spark: SparkSession, folder: str) -> tuple[ListedFile, ...] | None:
+    """The files in ``folder`` and in the folders under it, as a file source reading it lists
+    them (``None``: there is no folder). On S3, one listing of the prefix."""
+    fs, path = hadoop_path(spark, folder)
+    if not fs.exists(path):
+        return None
+    root = location(str(fs.makeQualified(path).toUri()))[1].rstrip("/") + "/"
+    found, files = [], fs.listFiles(path, True)
+    while files.hasNext():
+        status = files.next()
+        where = location(str(status.getPath().toUri()))
+        found.append(ListedFile(where[1].removeprefix(root), str(status.getPath().toString()),
+                                where, int(status.getModificationTime())))
+    return tuple(found)
 
 
 class FolderLook:
@@ -117,14 +148,8 @@ class FolderLook:
 
     @cached_property
     def listed(self) -> tuple[ListedFile, ...] | None:
-        """What the folder holds (``None``: there is no folder)."""
-        fs, path = hadoop_path(self._spark, self.folder)
-        if not fs.exists(path):
-            return None
-        return tuple(ListedFile(str(status.getPath().getName()),
-                                location(str(status.getPath().toUri())),
-                                int(status.getModificationTime()), bool(status.isFile()))
-                     for status in fs.listStatus(path))
+        """:func:`files_under` the folder, listed once."""
+        return files_under(self._spark, self.folder)
 
     @cached_property
     def _log_names(self) -> list[str]:
@@ -157,11 +182,10 @@ def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
     look = source.look or FolderLook(spark, source.folder, checkpoint)
     if look.listed is None:
         return False  # the starter says what a missing folder means
-    if any(not listed.is_file for listed in look.listed):
-        return False  # partition folders: not read the simple way checked here
-    # Every file the reader could list (hidden ones included: more files can only mean "start").
+    # Every file the reader could list (hidden names included: more files can only mean
+    # "start"), in folders under it too, but those it skips (``_temporary``, ...).
     matching = {listed.location for listed in look.listed
-                if fnmatch.fnmatch(listed.name, source.glob)}
+                if fnmatch.fnmatch(listed.name, source.glob) and not listed.in_hidden_folder}
     return matching <= look.logged(int(offset["logOffset"])).keys()
 
 

@@ -42,15 +42,15 @@ def bronze_spec(pipeline: PipelineSpec, source: SourceSpec) -> TableSpec:
 
 
 def files_not_read(look: FolderLook, glob: str) -> tuple[list[str], list[str]]:
-    """The names of the files in the folder ``look`` saw that a source reading ``glob`` there
-    will not read: those whose names do not match (hidden ones aside: ``.`` or ``_`` first,
-    which Spark's reader skips by design), and those changed since the source read them (it
-    reads a path once)."""
-    files = [listed for listed in look.listed or () if listed.is_file and not listed.hidden]
-    unmatched = sorted(f.name for f in files if not fnmatch.fnmatch(f.name, glob))
+    """The files under the folder ``look`` saw (by their paths from it) that a source reading
+    ``glob`` there will not read: those whose names do not match (hidden ones aside: ``.`` or
+    ``_`` first, which Spark's reader skips by design), and those changed since the source read
+    them (it reads a path once)."""
+    files = [listed for listed in look.listed or () if not listed.hidden]
+    unmatched = sorted(f.path for f in files if not fnmatch.fnmatch(f.name, glob))
     matched = [f for f in files if fnmatch.fnmatch(f.name, glob)]
     read = look.logged() if matched else {}
-    changed = sorted(f.name for f in matched
+    changed = sorted(f.path for f in matched
                      if f.modified_ms > read.get(f.location, f.modified_ms))
     return unmatched, changed
 

@@ -16,8 +16,12 @@ from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, 
 
 def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
                  max_files_per_trigger: int) -> DataFrame:
-    """The records of the source's files in ``folder`` not read yet by the query, with their file."""
+    """The records of the source's files under ``folder`` not read yet by the query, with their
+    file."""
     reader = (spark.readStream.option("pathGlobFilter", source.file_glob)
+              # In folders under it too (a folder per day, say), but those Spark skips
+              # (``_temporary``, ``.staging``); names of the ``key=value`` kind are not columns.
+              .option("recursiveFileLookup", "true")
               .option("maxFilesPerTrigger", max_files_per_trigger)
               .options(**source.options))
     if source.format is SourceFormat.JSON_LINES:

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from medallion import hadoopfs
+from medallion.backfill import landing_files_between
 from medallion.config import Settings, Trigger
 from medallion.generate import write_atomically
+from medallion.idle import FolderInput, nothing_new
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
@@ -132,6 +135,10 @@ class _CountingFileSystem:
         self._counts["list", str(path)] += 1
         return self._fs.listStatus(path)
 
+    def listFiles(self, path: Any, recursive: bool) -> Any:  # noqa: N802 - Hadoop's name
+        self._counts["list", str(path)] += 1
+        return self._fs.listFiles(path, recursive)
+
     def open(self, path: Any) -> Any:
         self._counts["open", str(path)] += 1
         return self._fs.open(path)
@@ -166,3 +173,37 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
     log_reads = {Path(path).name: n for (op, path), n in counts.items()
                  if op == "open" and str(source_log) in path}
     assert log_reads == {"0": 1, "1": 1, "2": 1}
+
+
+def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_ones_never(
+        spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """A folder per day is a common landing layout. Before, ``events/2025-01-27/b.json`` was
+    never read, and no run said so; a writer's ``_temporary`` folder must stay unread."""
+    events = Path(settings.paths.landing) / "events"
+    write_atomically(events / "a.json", [UTF_8.decode()])
+    write_atomically(events / "2025-01-27" / "b.json", [BOM[3:].decode()])
+    write_atomically(events / "2025-01-27" / "notes.txt", ["not events"])
+    write_atomically(events / "_temporary" / "0" / "c.json", [CRLF.decode().strip()])
+    _land_customers(settings)
+    started = datetime.now(timezone.utc) - timedelta(minutes=1)
+
+    assert _bronze_warnings(spark, settings, caplog, "are not read") == [
+        f"bronze/events: 1 file(s) in {events} are not read, since their names do not match "
+        "'*.json': 2025-01-27/notes.txt (rename them, or declare sources.events.glob in "
+        "conf/pipelines/events.yaml)"]
+    bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
+    assert sorted(r[0] for r in bronze.select(F.get_json_object("raw", "$.event_id")).collect()) \
+        == ["bom-1", "utf8-1"]
+
+    checkpoint = BRONZE_EVENTS.checkpoint(settings)
+    assert nothing_new(spark, checkpoint, FolderInput(str(events), "*.json"))
+    write_atomically(events / "2025-01-28" / "d.json", [CRLF.decode().strip()])
+    assert not nothing_new(spark, checkpoint, FolderInput(str(events), "*.json"))
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    assert bronze.count() == 3
+
+    # A range backfill of bronze picks the same files: those in folders under it, not the hidden.
+    later = datetime.now(timezone.utc) + timedelta(minutes=1)
+    assert [Path(f.removeprefix("file:")).relative_to(events) for f in landing_files_between(
+        spark, settings, started, later, BRONZE_EVENTS.key)] == [
+        Path("2025-01-27/b.json"), Path("2025-01-28/d.json"), Path("a.json")]
