@@ -53,3 +53,20 @@ def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a folder and all under it (or a file); whether it existed."""
     fs, target = hadoop_path(spark, path)
     return bool(fs.delete(target, True))
+
+
+def first_line(spark: SparkSession, path: str, charset: str = "UTF-8") -> str | None:
+    """The first line of a text file, decompressed as Spark's readers would by its extension
+    (``.gz``, ``.bz2``, ...); ``None`` for an empty file. Only that line is read."""
+    fs, target = hadoop_path(spark, path)
+    jvm = spark.sparkContext._jvm
+    codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(  # type: ignore[union-attr]
+        spark.sparkContext._jsc.hadoopConfiguration()).getCodec(target)
+    stream = fs.open(target)
+    try:
+        source = codec.createInputStream(stream) if codec is not None else stream
+        io = jvm.java.io  # type: ignore[union-attr]
+        line = io.BufferedReader(io.InputStreamReader(source, charset)).readLine()
+        return None if line is None else str(line)
+    finally:
+        stream.close()

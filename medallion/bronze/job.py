@@ -12,6 +12,8 @@ from pyspark.sql import functions as F
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
+from medallion.errors import JobError
+from medallion.hadoopfs import first_line
 from medallion.idle import FolderInput, FolderLook, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
@@ -22,7 +24,7 @@ from medallion.sinks.delta import (
     rows_written_since,
     with_trigger,
 )
-from medallion.sources.files import read_landing
+from medallion.sources.files import csv_header, header_differs, read_landing
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import TableSpec
@@ -74,6 +76,45 @@ def _warn_of_files_not_read(spec: TableSpec, look: FolderLook, pipeline: Pipelin
                     spec.key, len(changed), folder, _shown(changed))
 
 
+def files_with_other_headers(spark: SparkSession, look: FolderLook, source: SourceSpec
+                             ) -> list[tuple[str, list[str]]]:
+    """The CSV files the source has not read yet whose header is not the declared one, each with
+    the header it has (only each new file's first line is read)."""
+    if source.format is not SourceFormat.CSV:
+        return []
+    read = look.logged()
+    options = {key.lower(): value for key, value in source.options.items()}
+    charset = options.get("encoding", options.get("charset", "UTF-8"))  # Spark takes either
+    differing = []
+    for listed in look.listed or ():
+        if listed.hidden or listed.location in read or not fnmatch.fnmatch(
+                listed.name, source.file_glob):
+            continue
+        line = first_line(spark, listed.uri, charset)
+        found = csv_header(line, source) if line is not None else []
+        if line is not None and header_differs(found, source):
+            differing.append((listed.path, found))
+    return differing
+
+
+def _refuse_files_with_other_headers(spark: SparkSession, spec: TableSpec, look: FolderLook,
+                                     pipeline: PipelineSpec, source: SourceSpec) -> None:
+    """Stop before a CSV file whose header is not the declared one is read: Spark's reader takes
+    the columns by position, so a file with two columns swapped would fill each with the other's
+    values, in every layer, without a word."""
+    differing = files_with_other_headers(spark, look, source)
+    if differing:
+        shown = "; ".join(f"{path} has {','.join(found)}" for path, found in differing[:3])
+        more = f" and {len(differing) - 3} more file(s)" if len(differing) > 3 else ""
+        raise JobError(spec.key, (
+            f"{len(differing)} landing file(s) in {look.folder} have a header other than the "
+            f"declared {','.join(source.header)} (sources.{source.name}.header in "
+            f"conf/pipelines/{pipeline.name}.yaml), and their columns would be read by position "
+            f"into other fields: {shown}{more}. The run stopped before ingesting anything: move the "
+            "file(s) out of the folder (or rename them so the source's glob does not match), "
+            "and land them again with the declared columns under a new name"))
+
+
 def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
                    pipeline: PipelineSpec, source: SourceSpec) -> bool:
     """Whether a file source has work: a landing folder with files not in bronze yet (or a
@@ -82,6 +123,7 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
     folder, checkpoint = landing_folder(settings, source), spec.checkpoint(settings)
     look = FolderLook(spark, folder, checkpoint)  # one listing, one log read, for both checks
     _warn_of_files_not_read(spec, look, pipeline, source)
+    _refuse_files_with_other_headers(spark, spec, look, pipeline, source)
     if skippable(spark, trigger, spec.path(settings), checkpoint,
                  FolderInput(folder, source.file_glob, look)):
         return False  # every landed file is in bronze already

@@ -8,6 +8,8 @@ parsing is silver's job), CSV as text columns with the lines the reader could no
 
 from __future__ import annotations
 
+import csv
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -41,3 +43,23 @@ def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
     else:
         raise ValueError(f"source {source.name} is {source.format.value}, not a landing-file format")
     return rows.withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
+
+
+def csv_header(line: str, source: SourceSpec) -> list[str]:
+    """The column names a CSV file's first line gives, split as the source's reader splits it
+    (its ``sep``/``delimiter`` and ``quote`` options; a byte-order mark dropped)."""
+    options = {key.lower(): value for key, value in source.options.items()}
+    sep = options.get("sep", options.get("delimiter", ","))
+    quote = options.get("quote", '"')
+    line = line.removeprefix("\ufeff")
+    if len(sep) == 1 and len(quote) == 1:
+        names = next(csv.reader([line], delimiter=sep, quotechar=quote), [])
+    else:
+        names = line.split(sep)
+    return [name.strip() for name in names]
+
+
+def header_differs(found: list[str], source: SourceSpec) -> bool:
+    """Whether a file's header is not the source's declared one (names compared as Spark does
+    without case sensitivity): its columns would be read, by position, into other fields."""
+    return [name.lower() for name in found] != [name.lower() for name in source.header]

@@ -6,6 +6,7 @@ every Parquet reader can read. A file named so that its source never reads it is
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import sys
@@ -22,7 +23,9 @@ from pyspark.sql import functions as F
 from medallion import hadoopfs
 from medallion.backfill import landing_files_between
 from medallion.config import Settings, Trigger
+from medallion.errors import JobError
 from medallion.generate import write_atomically
+from medallion.hadoopfs import first_line
 from medallion.idle import FolderInput, nothing_new
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
@@ -207,3 +210,50 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
     assert [Path(f.removeprefix("file:")).relative_to(events) for f in landing_files_between(
         spark, settings, started, later, BRONZE_EVENTS.key)] == [
         Path("2025-01-27/b.json"), Path("2025-01-28/d.json"), Path("a.json")]
+
+
+ORDERS_HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
+
+
+def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it_is_read(
+        spark: SparkSession, settings: Settings) -> None:
+    """Spark's CSV reader takes the columns by position. Before, a till export with ``sku`` and
+    ``store_id`` swapped reached silver with each in the other's place, and no run said so."""
+    landing = Path(settings.paths.landing)
+    write_atomically(landing / "products" / "p.csv", ["sku,product_name,category", "p1,Beans,coffee"])
+    write_atomically(landing / "stores" / "s.csv", ["store_id,city", "s1,Lyon"])
+    orders = landing / "orders"
+    write_atomically(orders / "a.csv", [ORDERS_HEADER, "o1,1,s1,p1,2,10.00,2026-03-02,09:00:00"])
+    # The same columns, spelled as other exports spell them: a byte-order mark, quotes, capitals.
+    write_atomically(orders / "b.csv", ['\ufeff"ORDER_ID","line_no","store_id","sku","quantity",'
+                                        '"unit_price","order_date","order_time"',
+                                        "o2,1,s1,p1,1,10.00,2026-03-02,09:05:00"])
+    swapped = "order_id,line_no,sku,store_id,quantity,unit_price,order_date,order_time"
+    write_atomically(orders / "2026-03-02" / "c.csv", [swapped, "o3,1,p1,s1,1,10.00,2026-03-02,09:10:00"])
+
+    with pytest.raises(JobError) as refused:
+        run_pipeline(spark, settings, Layer.ALL, NOW)
+    assert str(refused.value) == (
+        f"bronze/orders: 1 landing file(s) in {orders} have a header other than the declared "
+        f"{ORDERS_HEADER} (sources.orders.header in conf/pipelines/orders.yaml), and their "
+        f"columns would be read by position into other fields: 2026-03-02/c.csv has {swapped}. "
+        "The run stopped before ingesting anything: move the file(s) out of the folder (or "
+        "rename them so the source's glob does not match), and land them again with the declared "
+        "columns under a new name")
+    assert not Path(settings.paths.lakehouse, "bronze", "orders").exists()
+
+    (orders / "2026-03-02" / "c.csv").rename(orders / "2026-03-02" / "c.csv.rejected")
+    run_pipeline(spark, settings, Layer.ALL, NOW)
+    lines = spark.read.format("delta").load(str(Path(settings.paths.lakehouse, "silver", "order_lines")))
+    assert sorted((r["order_id"], r["store_id"], r["sku"]) for r in lines.collect()) == [
+        ("o1", "s1", "p1"), ("o2", "s1", "p1")]
+
+
+def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(
+        spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(f"{ORDERS_HEADER}\r\no1,1\n".encode()))
+    (tmp_path / "b.csv").write_bytes("\ufeffcaf\u00e9,x\no1\n".encode())
+    (tmp_path / "c.csv").write_bytes(b"")
+    assert first_line(spark, str(tmp_path / "a.csv.gz")) == ORDERS_HEADER
+    assert first_line(spark, str(tmp_path / "b.csv")) == "\ufeffcaf\u00e9,x"
+    assert first_line(spark, str(tmp_path / "c.csv")) is None

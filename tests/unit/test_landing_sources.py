@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from medallion.landing import LandingError, entity_of
+from medallion.sources.files import csv_header, header_differs
 from tests.conftest import make_settings
 
 
@@ -39,3 +41,19 @@ def test_a_named_source_refuses_a_file_it_would_never_read(tmp_path: Path) -> No
                                            r"'\*\.json' only; rename the file, or declare "
                                            r"sources\.events\.glob"):
         entity_of(Path("x/batch-1.jsonl"), "events", settings)
+
+
+def test_a_csv_header_is_split_as_the_source_reads_it_and_compared_without_case(
+        tmp_path: Path) -> None:
+    stores = make_settings(tmp_path).file_sources()["stores"]  # header: store_id, city
+    assert csv_header('\ufeff"store_id", City ', stores) == ["store_id", "City"]
+    assert not header_differs(csv_header('\ufeff"store_id", City ', stores), stores)
+    assert header_differs(csv_header("city,store_id", stores), stores)  # swapped
+    assert header_differs(csv_header("store_id", stores), stores)  # one missing
+    assert header_differs(csv_header("store_id,city,country", stores), stores)  # one more
+    semicolons = dataclasses.replace(stores, options={"sep": ";", "quote": "'"})
+    assert csv_header("'store;id';city", semicolons) == ["store;id", "city"]
+    assert csv_header("store_id,city", semicolons) == ["store_id,city"]
+    assert not header_differs(csv_header("store_id;city", semicolons), semicolons)
+    pipes = dataclasses.replace(stores, options={"delimiter": "||"})  # Spark allows several chars
+    assert csv_header("store_id||city", pipes) == ["store_id", "city"]
