@@ -26,7 +26,7 @@ from medallion.config import Settings, Trigger
 from medallion.errors import JobError
 from medallion.generate import write_atomically
 from medallion.hadoopfs import first_line
-from medallion.idle import FolderInput, nothing_new
+from medallion.idle import FolderInput, files_under, location, nothing_new
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
@@ -166,6 +166,12 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
                    and getattr(m, "hadoop_path", None) is real]:  # every module reaching files
         monkeypatch.setattr(module, "hadoop_path", lambda session, path: (
             lambda fs, target: (_CountingFileSystem(fs, counts), target))(*real(session, path)))
+    walk = os.walk  # a local folder is listed by Python (medallion.idle)
+
+    def counted_walk(top: str, *args: Any, **kwargs: Any) -> Any:
+        counts["list", str(top).rstrip("/")] += 1
+        return walk(top, *args, **kwargs)
+    monkeypatch.setattr(os, "walk", counted_walk)
     runs = run_pipeline(spark, settings, Layer.BRONZE, NOW)
 
     assert [(run.table, run.rows_in) for run in runs if run.table == BRONZE_EVENTS.key] == [
@@ -257,3 +263,27 @@ def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(
     assert first_line(spark, str(tmp_path / "a.csv.gz")) == ORDERS_HEADER
     assert first_line(spark, str(tmp_path / "b.csv")) == "\ufeffcaf\u00e9,x"
     assert first_line(spark, str(tmp_path / "c.csv")) is None
+
+
+def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_path: Path) -> None:
+    """The idle check and the changed-file warning compare these paths and times with those the
+    file source logged through Hadoop: a listing by Python must give the same, to the
+    millisecond, or an idle run would start and an untouched file be warned of as changed."""
+    folder = tmp_path / "events folder"
+    for name in ("a.json", "2025-01-27/b é.json", "_temporary/0/c.json", ".d.json", "e.txt"):
+        write_atomically(folder / name, ["{}"])
+    os.utime(folder / "a.json", ns=(1_700_000_000_123_456_789, 1_700_000_000_123_999_999))
+    (folder / ".a.json.crc").write_bytes(b"crc")  # Hadoop's checksum files are not listed
+
+    fs, path = hadoopfs.hadoop_path(spark, str(folder))
+    hadoop, files = set(), fs.listFiles(path, True)
+    while files.hasNext():
+        status = files.next()
+        hadoop.add((str(status.getPath().toString()), location(str(status.getPath().toUri())),
+                    int(status.getModificationTime())))
+    listed = files_under(spark, str(folder))
+    assert listed is not None
+    assert {(f.uri, f.location, f.modified_ms) for f in listed} == hadoop
+    assert sorted(f.path for f in listed) == [
+        ".d.json", "2025-01-27/b é.json", "_temporary/0/c.json", "a.json", "e.txt"]
+    assert {f.modified_ms for f in listed if f.path == "a.json"} == {1_700_000_000_123}
