@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak test-unit lint bench bench-quality clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-quality bench-listing clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -58,6 +58,9 @@ bench: setup ## benchmark each layer on 1M generated events against plain Spark
 
 bench-quality: setup ## silver with and without the quality gate on 1M events (EVENTS=100000 for a quick run)
 	$(BIN)/python -m tests.benchmarks.bench_quality --events $(or $(EVENTS),1000000)
+
+bench-listing: setup s3proxy ## list 10,000 landing files, local and on S3, through Hadoop and by Python
+	$(BIN)/python -m tests.benchmarks.bench_listing --files $(or $(FILES),10000)
 
 sql: setup ## interactive spark-sql shell on the lakehouse's catalog (Delta settings included)
 	$(BIN)/medallion sql --shell

@@ -243,7 +243,8 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
         return []
     source = found[1]
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
-    return sorted(f.uri for f in files_under(spark, landing_folder(settings, source)) or ()
+    listed = files_under(spark, landing_folder(settings, source), settings.s3) or ()
+    return sorted(f.uri for f in listed
                   if fnmatch.fnmatch(f.name, source.file_glob) and not f.hidden
                   and low <= f.modified_ms < high)
 

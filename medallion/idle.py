@@ -30,20 +30,23 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
 from medallion.checkpoints import batch_numbers, folder_names
-from medallion.config import Trigger, TriggerKind
+from medallion.config import S3Settings, Trigger, TriggerKind
 from medallion.hadoopfs import hadoop_path, path_exists, read_text
+from medallion.s3 import is_s3, parse_s3, s3_client
 
 log = logging.getLogger(__name__)
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _BASE_INDEX = -1
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,11 @@ class DeltaInput:
 
 @dataclass(frozen=True)
 class FolderInput:
-    """A query reading the files of a landing folder whose names match ``glob``; ``look``, when
-    given, is the run's one look at that folder and the query's file source log (else the check
-    makes its own)."""
+    """A query reading the files of a landing folder whose names match ``glob``; ``look`` is the
+    run's one look at that folder and at the query's file source log."""
 
-    folder: str
+    look: FolderLook
     glob: str
-    look: FolderLook | None = field(default=None, compare=False)
 
 
 StreamInput = DeltaInput | FolderInput
@@ -123,9 +124,15 @@ def _hidden(name: str) -> bool:
     return name[:1] == "." or name[:1] == "_" and "=" not in name
 
 
-def files_under(spark: SparkSession, folder: str) -> tuple[ListedFile, ...] | None:
+def files_under(spark: SparkSession, folder: str, s3: S3Settings
+                ) -> tuple[ListedFile, ...] | None:
     """The files in ``folder`` and in the folders under it, as a file source reading it lists
-    them (``None``: there is no folder). On S3, one listing of the prefix."""
+    them (``None``: there is no folder). Local and S3 folders are listed by Python, which the
+    bridge's calls per file would make cost seconds per thousand files; any other through
+    Hadoop."""
+    if is_s3(folder):
+        with contextlib.suppress(_NotListed):
+            return _s3_files_under(folder, s3)
     fs, path = hadoop_path(spark, folder)
     if not fs.exists(path):
         return None
@@ -139,6 +146,37 @@ def files_under(spark: SparkSession, folder: str) -> tuple[ListedFile, ...] | No
         found.append(ListedFile(where[1].removeprefix(root), str(status.getPath().toString()),
                                 where, int(status.getModificationTime())))
     return tuple(found)
+
+
+class _NotListed(Exception):
+    """boto3 could not list the prefix; Hadoop's S3A, with its own settings, is asked instead."""
+
+
+def _s3_files_under(folder: str, s3: S3Settings) -> tuple[ListedFile, ...] | None:
+    """:func:`files_under` an S3 prefix, listed with boto3 (``list_objects_v2``, 1,000 keys per
+    request): 10,000 files took 5.5 s through S3A and the bridge, 1.6 s so. What S3A lists:
+    every object under ``prefix/`` but folder markers (keys ending in ``/``), with S3's
+    modification time in whole milliseconds. Credentials come from the same provider chain."""
+    where = parse_s3(folder)
+    scheme = folder.split("://", 1)[0]
+    prefix = f"{where.prefix}/" if where.prefix else ""
+    found, seen = [], False
+    try:
+        pages = s3_client(s3).get_paginator("list_objects_v2").paginate(
+            Bucket=where.bucket, Prefix=prefix)
+        for page in pages:
+            for item in page.get("Contents", ()):
+                seen, key = True, str(item["Key"])
+                if key.endswith("/"):
+                    continue  # a folder marker: S3A's, or a console's "Create folder"
+                found.append(ListedFile(
+                    key.removeprefix(prefix), f"{scheme}://{where.bucket}/{key}",
+                    (where.bucket, f"/{key}"),
+                    (item["LastModified"] - _EPOCH) // timedelta(milliseconds=1)))
+    except Exception as exc:  # noqa: BLE001 - S3A lists it, or says what is wrong (no bucket)
+        log.info("%s: not listed with boto3 (%s); listing it through Hadoop", folder, exc)
+        raise _NotListed from exc
+    return tuple(found) if seen else None
 
 
 def _local_files_under(root: str) -> tuple[ListedFile, ...]:
@@ -163,14 +201,16 @@ class FolderLook:
     checkpoint's ``sources/0``), shared by every check of a run: the idle check and bronze's
     warnings list the folder once and read each log file once (on S3: one LIST, a few GETs)."""
 
-    def __init__(self, spark: SparkSession, folder: str, checkpoint: str) -> None:
+    def __init__(self, spark: SparkSession, folder: str, checkpoint: str,
+                 s3: S3Settings) -> None:
         self._spark, self.folder, self._log = spark, folder, f"{checkpoint}/sources/0"
+        self._s3 = s3
         self._logged: dict[int, dict[tuple[str, str], int]] = {}
 
     @cached_property
     def listed(self) -> tuple[ListedFile, ...] | None:
         """:func:`files_under` the folder, listed once."""
-        return files_under(self._spark, self.folder)
+        return files_under(self._spark, self.folder, self._s3)
 
     @cached_property
     def _log_names(self) -> list[str]:
@@ -198,9 +238,8 @@ class FolderLook:
         return self._logged[upto]
 
 
-def _folder_caught_up(spark: SparkSession, checkpoint: str, source: FolderInput,
-                      offset: dict) -> bool:
-    look = source.look or FolderLook(spark, source.folder, checkpoint)
+def _folder_caught_up(source: FolderInput, offset: dict) -> bool:
+    look = source.look
     if look.listed is None:
         return False  # the starter says what a missing folder means
     # Every file the reader could list (hidden names included: more files can only mean
@@ -231,7 +270,7 @@ def nothing_new(spark: SparkSession, checkpoint: str,
         if offsets[0].get("batchWatermarkMs") != commit[0].get("nextBatchWatermarkMs"):
             return False  # Spark may run a batch without data to move the watermark on
         return all(_delta_caught_up(spark, source, offset) if isinstance(source, DeltaInput)
-                   else index == 0 and _folder_caught_up(spark, checkpoint, source, offset)
+                   else index == 0 and _folder_caught_up(source, offset)
                    for index, (source, offset) in enumerate(zip(inputs, offsets[1:], strict=True)))
     except Exception as exc:  # noqa: BLE001 - any doubt: start the query, which checks loudly
         log.debug("%s: cannot tell whether anything is new (%s); starting it", checkpoint, exc)

@@ -121,11 +121,12 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
     trigger that keeps it running). Files there that the source never reads are warned of."""
     spec = bronze_spec(pipeline, source)
     folder, checkpoint = landing_folder(settings, source), spec.checkpoint(settings)
-    look = FolderLook(spark, folder, checkpoint)  # one listing, one log read, for both checks
+    # One listing, one log read, for every check.
+    look = FolderLook(spark, folder, checkpoint, settings.s3)
     _warn_of_files_not_read(spec, look, pipeline, source)
     _refuse_files_with_other_headers(spark, spec, look, pipeline, source)
     if skippable(spark, trigger, spec.path(settings), checkpoint,
-                 FolderInput(folder, source.file_glob, look)):
+                 FolderInput(look, source.file_glob)):
         return False  # every landed file is in bronze already
     if look.listed is None:
         # Nothing landed yet: no table is made for it (nor, downstream, from it). Said with -v

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.gold.job import gold_flows
-from medallion.idle import DeltaInput, FolderInput, nothing_new, skippable
+from medallion.idle import DeltaInput, FolderInput, FolderLook, nothing_new, skippable
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 
@@ -30,12 +30,14 @@ def _versions(settings: Settings) -> dict[str, int]:
 Inputs = DeltaInput | FolderInput | tuple[DeltaInput, ...]
 
 
-def _inputs(settings: Settings) -> dict[str, tuple[str, Inputs]]:
-    """Each query's checkpoint and what it reads (a join: both its inputs, in order)."""
-    landing = Path(settings.paths.landing)
+def _inputs(spark: SparkSession, settings: Settings) -> dict[str, tuple[str, Inputs]]:
+    """Each query's checkpoint and what it reads (a join: both its inputs, in order), looked at
+    afresh."""
+    events = str(Path(settings.paths.landing) / "events")
+    checkpoint = BRONZE_EVENTS.checkpoint(settings)
     found: dict[str, tuple[str, Inputs]] = {
-        BRONZE_EVENTS.key: (BRONZE_EVENTS.checkpoint(settings),
-                            FolderInput(str(landing / "events"), "*.json")),
+        BRONZE_EVENTS.key: (checkpoint, FolderInput(
+            FolderLook(spark, events, checkpoint, settings.s3), "*.json")),
         SILVER_EVENTS.key: (SILVER_EVENTS.checkpoint(settings),
                             DeltaInput(BRONZE_EVENTS.path(settings))),
     }
@@ -49,7 +51,7 @@ def _inputs(settings: Settings) -> dict[str, tuple[str, Inputs]]:
 
 def _idle(spark: SparkSession, settings: Settings) -> dict[str, bool]:
     return {table: nothing_new(spark, checkpoint, source)
-            for table, (checkpoint, source) in _inputs(settings).items()}
+            for table, (checkpoint, source) in _inputs(spark, settings).items()}
 
 
 def _run(spark: SparkSession, settings: Settings) -> dict[str, int]:
@@ -78,7 +80,7 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
 
     # Nothing landed since: every query is idle, and a run writes no table at all (its record
     # included: the monitoring tables get no commit either).
-    assert _idle(spark, settings) == dict.fromkeys(_inputs(settings), True)
+    assert _idle(spark, settings) == dict.fromkeys(_inputs(spark, settings), True)
     before = _versions(settings)
     assert set(_run(spark, settings).values()) == {0}
     assert _versions(settings) == before
@@ -95,7 +97,7 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
     assert _idle(spark, settings)[SILVER_EVENTS.key] is False
     after = _run(spark, settings)
     assert after[SILVER_EVENTS.key] == bronze_only[BRONZE_EVENTS.key]
-    assert _idle(spark, settings) == dict.fromkeys(_inputs(settings), True)
+    assert _idle(spark, settings) == dict.fromkeys(_inputs(spark, settings), True)
 
     # A batch planned and not committed (a run killed mid-batch) is replayed: not idle.
     silver_checkpoint = Path(SILVER_EVENTS.checkpoint(settings))
@@ -121,7 +123,7 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
 
     # A table that is not there (deleted, or never created) is not skipped, whatever the
     # checkpoint says: its query's start creates it or fails loudly.
-    checkpoint, source = _inputs(settings)[SILVER_EVENTS.key]
+    checkpoint, source = _inputs(spark, settings)[SILVER_EVENTS.key]
     assert skippable(spark, Trigger(), SILVER_EVENTS.path(settings), checkpoint, source)
     assert not skippable(spark, Trigger(), str(tmp_path / "nowhere"), checkpoint, source)
     # A service (processing-time trigger) always starts its queries.

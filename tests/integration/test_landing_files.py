@@ -22,11 +22,11 @@ from pyspark.sql import functions as F
 
 from medallion import hadoopfs
 from medallion.backfill import landing_files_between
-from medallion.config import Settings, Trigger
+from medallion.config import S3Settings, Settings, Trigger
 from medallion.errors import JobError
 from medallion.generate import write_atomically
 from medallion.hadoopfs import first_line
-from medallion.idle import FolderInput, files_under, location, nothing_new
+from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
@@ -205,9 +205,12 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
         == ["bom-1", "utf8-1"]
 
     checkpoint = BRONZE_EVENTS.checkpoint(settings)
-    assert nothing_new(spark, checkpoint, FolderInput(str(events), "*.json"))
+    def events_input() -> FolderInput:
+        return FolderInput(FolderLook(spark, str(events), checkpoint, settings.s3), "*.json")
+
+    assert nothing_new(spark, checkpoint, events_input())
     write_atomically(events / "2025-01-28" / "d.json", [CRLF.decode().strip()])
-    assert not nothing_new(spark, checkpoint, FolderInput(str(events), "*.json"))
+    assert not nothing_new(spark, checkpoint, events_input())
     run_pipeline(spark, settings, Layer.BRONZE, NOW)
     assert bronze.count() == 3
 
@@ -281,7 +284,7 @@ def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_pa
         status = files.next()
         hadoop.add((str(status.getPath().toString()), location(str(status.getPath().toUri())),
                     int(status.getModificationTime())))
-    listed = files_under(spark, str(folder))
+    listed = files_under(spark, str(folder), S3Settings())
     assert listed is not None
     assert {(f.uri, f.location, f.modified_ms) for f in listed} == hadoop
     assert sorted(f.path for f in listed) == [

@@ -1,17 +1,24 @@
-"""``medallion land``: files into the landing zone on the S3 server, whole and verified."""
+"""``medallion land``: files into the landing zone on the S3 server, whole and verified; and the
+landing zone listed there as Spark's file source lists it."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
 import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
 
+from medallion import hadoopfs, idle
 from medallion.cli import main
+from medallion.idle import files_under, location
 from medallion.landing import MIB, LandingError, land_files
 from medallion.s3 import s3_client
-from tests.s3_support import S3SettingsFactory
+from medallion.s3a import apply_hadoop_conf, s3a_conf
+from tests.s3_support import FAST_FAILURE, S3SettingsFactory
 
 
 def test_small_and_multipart_uploads_are_verified_and_idempotent(
@@ -84,3 +91,65 @@ def test_generate_lands_sample_files_on_s3(s3_settings_factory: S3SettingsFactor
         "landing/events/b1-0001.json",
     ]
     assert not (Path.cwd() / "s3a:").exists()
+
+
+def _refused(*args: object) -> None:
+    raise AssertionError(f"a call to Hadoop: {args}")
+
+
+def test_a_landing_prefix_is_listed_as_s3a_lists_it(
+        s3_settings_factory: S3SettingsFactory, s3_spark: SparkSession,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Bronze's checks list a landing prefix with boto3 and compare what they find with what the
+    file source logged through S3A: the two listings must give the same files, URIs, and
+    modification times to the millisecond, or an idle run would start and an untouched file be
+    warned of as changed. When boto3 cannot list (here: keys S3A's chain does not use), S3A
+    lists it."""
+    settings = s3_settings_factory()
+    apply_hadoop_conf(s3_spark, {**s3a_conf(settings.s3), **FAST_FAILURE})
+    bucket = settings.paths.landing.split("/")[2]
+    folder = f"{settings.paths.landing}/events folder"
+    client = s3_client(settings.s3)
+    for key in ("a.json", "2025-01-27/b é.json", "_temporary/0/c.json", ".d.json", "e.txt",
+                "2025-01-28/"):  # the last, a folder marker: a folder, no file
+        client.put_object(Bucket=bucket, Key=f"landing/events folder/{key}", Body=b"{}\n")
+    for key in ("landing/events folder2/x.json", "landing/events/y.json"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"{}\n")  # beside it, not under it
+
+    def hadoop_listing(path: str) -> set[tuple[str, tuple[str, str], int]] | None:
+        fs, target = hadoopfs.hadoop_path(s3_spark, path)
+        if not fs.exists(target):
+            return None
+        found, files = set(), fs.listFiles(target, True)
+        while files.hasNext():
+            status = files.next()
+            found.add((str(status.getPath().toString()), location(str(status.getPath().toUri())),
+                       int(status.getModificationTime())))
+        return found
+
+    def listing(path: str) -> set[tuple[str, tuple[str, str], int]] | None:
+        listed = files_under(s3_spark, path, settings.s3)
+        return None if listed is None else {(f.uri, f.location, f.modified_ms) for f in listed}
+
+    with caplog.at_level(logging.INFO, logger="medallion.idle"):
+        listed = files_under(s3_spark, folder, settings.s3)
+        assert listed is not None
+        assert sorted(f.path for f in listed) == [
+            ".d.json", "2025-01-27/b é.json", "_temporary/0/c.json", "a.json", "e.txt"]
+        expected = hadoop_listing(folder)
+        assert listing(folder) == expected
+        nothing = f"{settings.paths.landing}/nothing"
+        assert hadoop_listing(nothing) is None
+        with monkeypatch.context() as bridge_closed:  # boto3's listing, no call to the JVM
+            bridge_closed.setattr(idle, "hadoop_path", _refused)
+            assert listing(folder) == expected
+            assert listing(nothing) is None
+    assert "not listed with boto3" not in caplog.text
+    # No bucket: S3A's error, as before (not "no folder", which a run would take as nothing new).
+    with pytest.raises(Py4JJavaError, match="NoSuchBucket"):
+        files_under(s3_spark, "s3a://no-such-bucket-medallion/x", settings.s3)
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-key")  # boto3's; the JVM has its own
+    with caplog.at_level(logging.INFO, logger="medallion.idle"):
+        assert listing(folder) == hadoop_listing(folder)
+    assert f"{folder}: not listed with boto3" in caplog.text
