@@ -24,7 +24,6 @@ No other run of the pipeline may write the lakehouse meanwhile (as for any job o
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -245,8 +244,7 @@ def landing_files_between(spark: SparkSession, settings: Settings, start: dateti
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
     listed = files_under(spark, landing_folder(settings, source), settings.s3) or ()
     return sorted(f.uri for f in listed
-                  if fnmatch.fnmatch(f.name, source.file_glob) and not f.hidden
-                  and low <= f.modified_ms < high)
+                  if f.read_by(source.file_glob) and low <= f.modified_ms < high)
 
 
 def _range_filter(column: str, start: datetime, end: datetime) -> F.Column:

@@ -119,6 +119,10 @@ class ListedFile:
         ``.`` or ``_`` first (a temporary or metadata file)."""
         return self.in_hidden_folder or _hidden(self.name)
 
+    def read_by(self, glob: str) -> bool:
+        """Whether a file source reading the files named ``glob`` in the folder reads it."""
+        return not self.hidden and fnmatch.fnmatch(self.name, glob)
+
 
 def _hidden(name: str) -> bool:
     return name[:1] == "." or name[:1] == "_" and "=" not in name

@@ -48,17 +48,17 @@ def files_not_read(look: FolderLook, glob: str) -> tuple[list[str], list[str]]:
     ``glob`` there will not read: those whose names do not match (hidden ones aside: ``.`` or
     ``_`` first, which Spark's reader skips by design), and those changed since the source read
     them (it reads a path once)."""
-    files = [listed for listed in look.listed or () if not listed.hidden]
-    unmatched = sorted(f.path for f in files if not fnmatch.fnmatch(f.name, glob))
-    matched = [f for f in files if fnmatch.fnmatch(f.name, glob)]
+    unmatched = sorted(f.path for f in look.listed or ()
+                       if not f.hidden and not fnmatch.fnmatch(f.name, glob))
+    matched = [f for f in look.listed or () if f.read_by(glob)]
     read = look.logged() if matched else {}
     changed = sorted(f.path for f in matched
                      if f.modified_ms > read.get(f.location, f.modified_ms))
     return unmatched, changed
 
 
-def _shown(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+def _shown(names: list[str], separator: str = ", ") -> str:
+    return separator.join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _warn_of_files_not_read(spec: TableSpec, look: FolderLook, pipeline: PipelineSpec,
@@ -87,8 +87,7 @@ def files_with_other_headers(spark: SparkSession, look: FolderLook, source: Sour
     charset = options.get("encoding", options.get("charset", "UTF-8"))  # Spark takes either
     differing = []
     for listed in look.listed or ():
-        if listed.hidden or listed.location in read or not fnmatch.fnmatch(
-                listed.name, source.file_glob):
+        if not listed.read_by(source.file_glob) or listed.location in read:
             continue
         line = first_line(spark, listed.uri, charset)
         found = csv_header(line, source) if line is not None else []
@@ -104,13 +103,12 @@ def _refuse_files_with_other_headers(spark: SparkSession, spec: TableSpec, look:
     values, in every layer, without a word."""
     differing = files_with_other_headers(spark, look, source)
     if differing:
-        shown = "; ".join(f"{path} has {','.join(found)}" for path, found in differing[:3])
-        more = f" and {len(differing) - 3} more file(s)" if len(differing) > 3 else ""
+        shown = _shown([f"{path} has {','.join(found)}" for path, found in differing], "; ")
         raise JobError(spec.key, (
             f"{len(differing)} landing file(s) in {look.folder} have a header other than the "
             f"declared {','.join(source.header)} (sources.{source.name}.header in "
             f"conf/pipelines/{pipeline.name}.yaml), and their columns would be read by position "
-            f"into other fields: {shown}{more}. The run stopped before ingesting anything: move the "
+            f"into other fields: {shown}. The run stopped before ingesting anything: move the "
             "file(s) out of the folder (or rename them so the source's glob does not match), "
             "and land them again with the declared columns under a new name"))
 
