@@ -3,9 +3,12 @@ running session's JVM: checkpoints, Delta logs and markers live where the lakeho
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 
 def hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
@@ -70,3 +73,24 @@ def first_line(spark: SparkSession, path: str, charset: str = "UTF-8") -> str | 
         return None if line is None else str(line)
     finally:
         stream.close()
+
+
+def parquet_schema(spark: SparkSession, path: str) -> StructType:
+    """The columns of a Parquet file as Spark's reader sees them, from its footer alone (on S3:
+    two ranged GETs). Raises ``ValueError``, with the reader's reason, for a file whose footer
+    cannot be read: not Parquet, or cut short."""
+    jvm = spark.sparkContext._jvm
+    parquet = jvm.org.apache.parquet.hadoop  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    try:
+        reader = parquet.ParquetFileReader.open(parquet.util.HadoopInputFile.fromPath(
+            jvm.org.apache.hadoop.fs.Path(path), conf))  # type: ignore[union-attr]
+        try:
+            footer = reader.getFooter().getFileMetaData().getSchema()
+        finally:
+            reader.close()
+    except Py4JJavaError as exc:
+        raise ValueError(str(exc.java_exception.getMessage())) from exc
+    converter = jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetToSparkSchemaConverter(  # type: ignore[union-attr]
+        spark._jsparkSession.sessionState().conf())
+    return StructType.fromJson(json.loads(converter.convert(footer).json()))

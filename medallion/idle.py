@@ -102,6 +102,7 @@ class ListedFile:
     uri: str  # as Hadoop spells it: file:/x/a.json, s3a://bucket/x/a.json
     location: tuple[str, str]
     modified_ms: int
+    size: int  # bytes
 
     @property
     def name(self) -> str:
@@ -148,7 +149,7 @@ def files_under(spark: SparkSession, folder: str, s3: S3Settings
         status = files.next()
         where = location(str(status.getPath().toUri()))
         found.append(ListedFile(where[1].removeprefix(root), str(status.getPath().toString()),
-                                where, int(status.getModificationTime())))
+                                where, int(status.getModificationTime()), int(status.getLen())))
     return tuple(found)
 
 
@@ -176,7 +177,8 @@ def _s3_files_under(folder: str, s3: S3Settings) -> tuple[ListedFile, ...] | Non
                 found.append(ListedFile(
                     key.removeprefix(prefix), f"{scheme}://{where.bucket}/{key}",
                     (where.bucket, f"/{key}"),
-                    (item["LastModified"] - _EPOCH) // timedelta(milliseconds=1)))
+                    (item["LastModified"] - _EPOCH) // timedelta(milliseconds=1),
+                    int(item["Size"])))
     except Exception as exc:  # noqa: BLE001 - S3A lists it, or says what is wrong (no bucket)
         log.info("%s: not listed with boto3 (%s); listing it through Hadoop", folder, exc)
         raise _NotListed from exc
@@ -194,9 +196,9 @@ def _local_files_under(root: str) -> tuple[ListedFile, ...]:
                 continue  # Hadoop's checksum of a file beside it, which Hadoop does not list
             full = os.path.join(where, name)
             with contextlib.suppress(FileNotFoundError):  # gone since the walk saw it
-                modified = os.stat(full).st_mtime_ns // 1_000_000
+                stat = os.stat(full)
                 found.append(ListedFile(full.removeprefix(root), f"file:{full}", ("", full),
-                                        modified))
+                                        stat.st_mtime_ns // 1_000_000, stat.st_size))
     return tuple(found)
 
 

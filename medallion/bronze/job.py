@@ -9,12 +9,13 @@ from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
 from medallion.errors import JobError
-from medallion.hadoopfs import first_line
-from medallion.idle import FolderInput, FolderLook, newest_table_version, skippable
+from medallion.hadoopfs import first_line, parquet_schema
+from medallion.idle import FolderInput, FolderLook, ListedFile, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
@@ -24,7 +25,7 @@ from medallion.sinks.delta import (
     rows_written_since,
     with_trigger,
 )
-from medallion.sources.files import csv_header, header_differs, read_landing
+from medallion.sources.files import csv_header, header_differs, parquet_misfits, read_landing
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import TableSpec
@@ -76,41 +77,84 @@ def _warn_of_files_not_read(spec: TableSpec, look: FolderLook, pipeline: Pipelin
                     spec.key, len(changed), folder, _shown(changed))
 
 
-def files_with_other_headers(spark: SparkSession, look: FolderLook, source: SourceSpec
-                             ) -> list[tuple[str, list[str]]]:
-    """The CSV files the source has not read yet whose header is not the declared one, each with
-    the header it has (only each new file's first line is read)."""
-    if source.format is not SourceFormat.CSV:
-        return []
+def _new_files(look: FolderLook, source: SourceSpec) -> list[ListedFile]:
+    """The files under the folder that the source reads and has not read yet, by path."""
     read = look.logged()
+    return sorted((listed for listed in look.listed or ()
+                   if listed.read_by(source.file_glob) and listed.location not in read),
+                  key=lambda listed: listed.path)
+
+
+def files_with_other_headers(spark: SparkSession, look: FolderLook, source: SourceSpec
+                             ) -> list[str]:
+    """The CSV files the source has not read yet whose header is not the declared one, each
+    said with the header it has (only each new file's first line is read)."""
     options = {key.lower(): value for key, value in source.options.items()}
     charset = options.get("encoding", options.get("charset", "UTF-8"))  # Spark takes either
     differing = []
-    for listed in look.listed or ():
-        if not listed.read_by(source.file_glob) or listed.location in read:
-            continue
+    for listed in _new_files(look, source):
         line = first_line(spark, listed.uri, charset)
         found = csv_header(line, source) if line is not None else []
         if line is not None and header_differs(found, source):
-            differing.append((listed.path, found))
+            differing.append(f"{listed.path} has {','.join(found)}")
     return differing
 
 
-def _refuse_files_with_other_headers(spark: SparkSession, spec: TableSpec, look: FolderLook,
-                                     pipeline: PipelineSpec, source: SourceSpec) -> None:
-    """Stop before a CSV file whose header is not the declared one is read: Spark's reader takes
-    the columns by position, so a file with two columns swapped would fill each with the other's
-    values, in every layer, without a word."""
-    differing = files_with_other_headers(spark, look, source)
-    if differing:
-        shown = _shown([f"{path} has {','.join(found)}" for path, found in differing], "; ")
+def parquet_files_that_do_not_fit(spark: SparkSession, look: FolderLook, source: SourceSpec
+                                  ) -> tuple[list[str], list[str]]:
+    """The Parquet files the source has not read yet that its reader cannot read as the declared
+    columns (not Parquet, or a column of another kind), and those lacking declared columns
+    (read as null), each said with why (only each new file's footer is read)."""
+    new = _new_files(look, source)
+    if not new:
+        return [], []
+    declared = StructType.fromDDL(", ".join(column.ddl() for column in source.schema))
+    assert isinstance(declared, StructType)
+    unreadable, lacking = [], []
+    for listed in new:
+        if listed.size == 0:
+            continue  # no rows: Spark's reader skips it
+        try:
+            missing, misfits = parquet_misfits(parquet_schema(spark, listed.uri), declared)
+        except ValueError as exc:
+            unreadable.append(f"{listed.path}: its footer cannot be read ({exc})")
+            continue
+        if misfits:
+            unreadable.append(f"{listed.path}: {', '.join(misfits)}")
+        if missing:
+            lacking.append(f"{listed.path} lacks {', '.join(missing)}")
+    return unreadable, lacking
+
+
+def _refuse_files_that_do_not_fit(spark: SparkSession, spec: TableSpec, look: FolderLook,
+                                  pipeline: PipelineSpec, source: SourceSpec) -> None:
+    """Stop before a new file the source cannot read as declared is read. A CSV file whose
+    header is not the declared one: the reader takes columns by position, so a file with two
+    columns swapped would fill each with the other's values, in every layer, without a word. A
+    Parquet file that is not Parquet or has a column of another kind: its batch would fail, and
+    every run after it, with the good files of the batch unread."""
+    where = f"conf/pipelines/{pipeline.name}.yaml"
+    if source.format is SourceFormat.CSV:
+        refused = files_with_other_headers(spark, look, source)
+        what = (f"have a header other than the declared {','.join(source.header)} "
+                f"(sources.{source.name}.header in {where}), and their columns would be read by "
+                "position into other fields")
+    elif source.format is SourceFormat.PARQUET:
+        refused, lacking = parquet_files_that_do_not_fit(spark, look, source)
+        if lacking:
+            log.warning("%s: %d file(s) in %s lack columns that sources.%s.schema in %s "
+                        "declares, and are read with them null: %s", spec.key, len(lacking),
+                        look.folder, source.name, where, _shown(lacking, "; "))
+        what = (f"cannot be read as the columns that sources.{source.name}.schema in {where} "
+                "declares")
+    else:
+        return
+    if refused:
         raise JobError(spec.key, (
-            f"{len(differing)} landing file(s) in {look.folder} have a header other than the "
-            f"declared {','.join(source.header)} (sources.{source.name}.header in "
-            f"conf/pipelines/{pipeline.name}.yaml), and their columns would be read by position "
-            f"into other fields: {shown}. The run stopped before ingesting anything: move the "
-            "file(s) out of the folder (or rename them so the source's glob does not match), "
-            "and land them again with the declared columns under a new name"))
+            f"{len(refused)} landing file(s) in {look.folder} {what}: {_shown(refused, '; ')}. "
+            "The run stopped before ingesting anything: move the file(s) out of the folder (or "
+            "rename them so the source's glob does not match), and land them again with the "
+            "declared columns under a new name"))
 
 
 def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
@@ -122,7 +166,7 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
     # One listing, one log read, for every check.
     look = FolderLook(spark, folder, checkpoint, settings.s3)
     _warn_of_files_not_read(spec, look, pipeline, source)
-    _refuse_files_with_other_headers(spark, spec, look, pipeline, source)
+    _refuse_files_that_do_not_fit(spark, spec, look, pipeline, source)
     if skippable(spark, trigger, spec.path(settings), checkpoint,
                  FolderInput(look, source.file_glob)):
         return False  # every landed file is in bronze already

@@ -12,6 +12,19 @@ import csv
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    MapType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
 
@@ -63,3 +76,33 @@ def header_differs(found: list[str], source: SourceSpec) -> bool:
     """Whether a file's header is not the source's declared one (names compared as Spark does
     without case sensitivity): its columns would be read, by position, into other fields."""
     return [name.lower() for name in found] != [name.lower() for name in source.header]
+
+
+# Kinds of values whose Parquet encodings Spark's reader never converts one into another: a
+# file's column of another kind than the declared one fails the query that reads it. Within a
+# kind (an INT32 column declared BIGINT, say), the reader decides, as it widens some and not others.
+_KINDS: tuple[tuple[type[DataType] | tuple[type[DataType], ...], str], ...] = (
+    ((StringType, BinaryType), "text"), (NumericType, "number"), (BooleanType, "boolean"),
+    ((DateType, TimestampType, TimestampNTZType), "date or time"), (StructType, "struct"),
+    (ArrayType, "array"), (MapType, "map"))
+
+
+def _kind(data_type: DataType) -> str:
+    return next((kind for types, kind in _KINDS if isinstance(data_type, types)),
+                data_type.simpleString())
+
+
+def parquet_misfits(found: StructType, declared: StructType) -> tuple[list[str], list[str]]:
+    """How a Parquet file's columns (``found``) fit a source's declared ones, names compared as
+    Spark's reader compares them, without case: the declared columns the file lacks (read as
+    null), and a description of each column of another kind, which the reader cannot read."""
+    columns = {column.name.lower(): column for column in found.fields}
+    missing, unreadable = [], []
+    for column in declared.fields:
+        there = columns.get(column.name.lower())
+        if there is None:
+            missing.append(column.name)
+        elif _kind(there.dataType) != _kind(column.dataType):
+            unreadable.append(f"{there.name} is {there.dataType.simpleString().upper()}, "
+                              f"declared {column.dataType.simpleString().upper()}")
+    return missing, unreadable

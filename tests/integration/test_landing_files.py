@@ -6,15 +6,19 @@ every Parquet reader can read. A file named so that its source never reads it is
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 import os
+import shutil
 import sys
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -22,15 +26,19 @@ from pyspark.sql import functions as F
 
 from medallion import hadoopfs
 from medallion.backfill import landing_files_between
-from medallion.config import S3Settings, Settings, Trigger
+from medallion.config import S3Settings, Settings, Trigger, load_settings
 from medallion.errors import JobError
 from medallion.generate import write_atomically
 from medallion.hadoopfs import first_line
 from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
 from medallion.runner import Layer, run_pipeline
+from tests.conf_support import copy_base_conf
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 NOW = Trigger.parse("available-now")
+# A second pipeline whose stores arrive as Parquet files.
+FIXTURE_ORDERS = (Path(__file__).resolve().parents[1] / "unit" / "pipeline_fixtures" / "pipelines"
+                  / "orders.yaml")
 
 BOM = b'\xef\xbb\xbf{"event_id":"bom-1","user_id":"u0001","event_type":"click",' \
       b'"timestamp":"2025-01-27T10:00:05Z","amount":null}'
@@ -258,6 +266,65 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it
         ("o1", "s1", "p1"), ("o2", "s1", "p1")]
 
 
+def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_it_is_read(
+        spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Before, a Parquet file with a column of another type, or a file that is not Parquet,
+    failed its batch with the reader's error (for a column read as text, without naming the
+    file), the good files of the batch unread, and every run after it the same way. A file
+    lacking a declared column was read with it null, and no run said so."""
+    conf = copy_base_conf(tmp_path / "conf")
+    shutil.copy(FIXTURE_ORDERS, conf / "pipelines" / "orders.yaml")  # stores: Parquet
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
+                             lakehouse=str(tmp_path / "lakehouse"))
+    settings = dataclasses.replace(settings, pipelines=(settings.pipeline("orders"),))
+    stores = tmp_path / "landing" / "stores"
+    stores.mkdir(parents=True)
+    opened = date(2025, 1, 1)
+    pq.write_table(pa.table({"store_id": ["s1"], "city": ["Paris"], "opened": [opened]}),
+                   stores / "good.parquet")
+    (stores / "2025").mkdir()
+    pq.write_table(pa.table({"STORE_ID": ["s2"], "City": ["Lyon"],  # Spark ignores case
+                             "opened": [opened], "manager": ["Eve"]}), stores / "2025" / "x.parquet")
+    pq.write_table(pa.table({"store_id": ["s3"]}), stores / "lacking.parquet")
+    (stores / "empty.parquet").write_bytes(b"")  # no rows: Spark's reader skips it
+    pq.write_table(pa.table({"store_id": ["s4"], "city": ["Nice"], "opened": ["2025-01-01"]}),
+                   stores / "text-date.parquet")
+    pq.write_table(pa.table({"store_id": [5], "city": ["Nice"], "opened": [opened]}),
+                   stores / "number-id.parquet")
+    (stores / "export.parquet").write_bytes(b"store_id,city\ns6,Nice\n")  # CSV, misnamed
+
+    caplog.set_level(logging.WARNING, logger="medallion.bronze.job")
+    with pytest.raises(JobError) as refused:
+        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    declared = "sources.stores.schema in conf/pipelines/orders.yaml"
+    assert str(refused.value).startswith(
+        f"bronze/stores: 3 landing file(s) in {stores} cannot be read as the columns that "
+        f"{declared} declares: export.parquet: its footer cannot be read (")
+    assert str(refused.value).endswith(
+        "); number-id.parquet: store_id is BIGINT, declared STRING; text-date.parquet: opened is "
+        "STRING, declared DATE. The run stopped before ingesting anything: move the file(s) out "
+        "of the folder (or rename them so the source's glob does not match), and land them again "
+        "with the declared columns under a new name")
+    assert "is not a Parquet file" in str(refused.value)
+    assert not (tmp_path / "lakehouse" / "bronze" / "stores").exists()
+
+    for name in ("export.parquet", "number-id.parquet", "text-date.parquet"):
+        (stores / name).rename(tmp_path / name)
+    caplog.clear()
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    assert [r.getMessage() for r in caplog.records if "lack" in r.getMessage()] == [
+        f"bronze/stores: 1 file(s) in {stores} lack columns that {declared} declares, and are "
+        "read with them null: lacking.parquet lacks city, opened"]
+    rows = spark.read.format("delta").load(str(tmp_path / "lakehouse" / "bronze" / "stores"))
+    assert sorted((r["store_id"], r["city"], r["opened"]) for r in rows.collect()) == [
+        ("s1", "Paris", opened), ("s2", "Lyon", opened), ("s3", None, None)]
+
+    caplog.clear()  # read files are not looked at again
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    assert [r.getMessage() for r in caplog.records if "lack" in r.getMessage()] == []
+
+
 def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(
         spark: SparkSession, tmp_path: Path) -> None:
     (tmp_path / "a.csv.gz").write_bytes(gzip.compress(f"{ORDERS_HEADER}\r\no1,1\n".encode()))
@@ -274,7 +341,7 @@ def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_pa
     millisecond, or an idle run would start and an untouched file be warned of as changed."""
     folder = tmp_path / "events folder"
     for name in ("a.json", "2025-01-27/b é.json", "_temporary/0/c.json", ".d.json", "e.txt"):
-        write_atomically(folder / name, ["{}"])
+        write_atomically(folder / name, [name])  # sizes differ
     os.utime(folder / "a.json", ns=(1_700_000_000_123_456_789, 1_700_000_000_123_999_999))
     (folder / ".a.json.crc").write_bytes(b"crc")  # Hadoop's checksum files are not listed
 
@@ -283,10 +350,10 @@ def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_pa
     while files.hasNext():
         status = files.next()
         hadoop.add((str(status.getPath().toString()), location(str(status.getPath().toUri())),
-                    int(status.getModificationTime())))
+                    int(status.getModificationTime()), int(status.getLen())))
     listed = files_under(spark, str(folder), S3Settings())
     assert listed is not None
-    assert {(f.uri, f.location, f.modified_ms) for f in listed} == hadoop
+    assert {(f.uri, f.location, f.modified_ms, f.size) for f in listed} == hadoop
     assert sorted(f.path for f in listed) == [
         ".d.json", "2025-01-27/b é.json", "_temporary/0/c.json", "a.json", "e.txt"]
     assert {f.modified_ms for f in listed if f.path == "a.json"} == {1_700_000_000_123}

@@ -112,11 +112,11 @@ def test_a_landing_prefix_is_listed_as_s3a_lists_it(
     client = s3_client(settings.s3)
     for key in ("a.json", "2025-01-27/b é.json", "_temporary/0/c.json", ".d.json", "e.txt",
                 "2025-01-28/"):  # the last, a folder marker: a folder, no file
-        client.put_object(Bucket=bucket, Key=f"landing/events folder/{key}", Body=b"{}\n")
+        client.put_object(Bucket=bucket, Key=f"landing/events folder/{key}", Body=key.encode())
     for key in ("landing/events folder2/x.json", "landing/events/y.json"):
         client.put_object(Bucket=bucket, Key=key, Body=b"{}\n")  # beside it, not under it
 
-    def hadoop_listing(path: str) -> set[tuple[str, tuple[str, str], int]] | None:
+    def hadoop_listing(path: str) -> set[tuple[str, tuple[str, str], int, int]] | None:
         fs, target = hadoopfs.hadoop_path(s3_spark, path)
         if not fs.exists(target):
             return None
@@ -124,12 +124,12 @@ def test_a_landing_prefix_is_listed_as_s3a_lists_it(
         while files.hasNext():
             status = files.next()
             found.add((str(status.getPath().toString()), location(str(status.getPath().toUri())),
-                       int(status.getModificationTime())))
+                       int(status.getModificationTime()), int(status.getLen())))
         return found
 
-    def listing(path: str) -> set[tuple[str, tuple[str, str], int]] | None:
+    def listing(path: str) -> set[tuple[str, tuple[str, str], int, int]] | None:
         listed = files_under(s3_spark, path, settings.s3)
-        return None if listed is None else {(f.uri, f.location, f.modified_ms) for f in listed}
+        return None if listed is None else {(f.uri, f.location, f.modified_ms, f.size) for f in listed}
 
     with caplog.at_level(logging.INFO, logger="medallion.idle"):
         listed = files_under(s3_spark, folder, settings.s3)

@@ -1,4 +1,5 @@
-"""Which landing folder ``medallion land`` puts a file in: the declared file sources decide (no JVM)."""
+"""Which landing folder ``medallion land`` puts a file in: the declared file sources decide; and
+whether a landing file fits its source's declared columns (no JVM)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,22 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from medallion.landing import LandingError, entity_of
-from medallion.sources.files import csv_header, header_differs
+from medallion.sources.files import csv_header, header_differs, parquet_misfits
 from tests.conftest import make_settings
 
 
@@ -57,3 +71,24 @@ def test_a_csv_header_is_split_as_the_source_reads_it_and_compared_without_case(
     assert not header_differs(csv_header("store_id;city", semicolons), semicolons)
     pipes = dataclasses.replace(stores, options={"delimiter": "||"})  # Spark allows several chars
     assert csv_header("store_id||city", pipes) == ["store_id", "city"]
+
+
+def test_a_parquet_file_fits_the_declared_columns_unless_a_column_holds_another_kind_of_value(
+        ) -> None:
+    declared = StructType([StructField("id", StringType()), StructField("n", LongType()),
+                           StructField("at", TimestampType()), StructField("tags", ArrayType(
+                               StringType())), StructField("note", StringType())])
+    # Names without case; within a kind the reader decides (an INT column declared BIGINT, a
+    # TIMESTAMP_NTZ declared TIMESTAMP, text stored as BINARY); extra columns are not read.
+    fits = StructType([StructField("ID", BinaryType()), StructField("n", IntegerType()),
+                       StructField("at", TimestampNTZType()),
+                       StructField("tags", ArrayType(IntegerType())),
+                       StructField("note", StringType()), StructField("extra", DateType())])
+    assert parquet_misfits(fits, declared) == ([], [])
+    misfits = StructType([StructField("id", LongType()), StructField("n", StringType()),
+                          StructField("at", DateType()), StructField("tags", StringType())])
+    assert parquet_misfits(misfits, declared) == (["note"], [
+        "id is BIGINT, declared STRING", "n is STRING, declared BIGINT",
+        "tags is STRING, declared ARRAY<STRING>"])
+    assert parquet_misfits(StructType([StructField("n", BooleanType())]), declared) == (
+        ["id", "at", "tags", "note"], ["n is BOOLEAN, declared BIGINT"])
