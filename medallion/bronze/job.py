@@ -5,7 +5,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -14,7 +17,7 @@ from pyspark.sql.types import StructType
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
 from medallion.errors import JobError
-from medallion.hadoopfs import first_line, parquet_schema
+from medallion.hadoopfs import FileHeads
 from medallion.idle import FolderInput, FolderLook, ListedFile, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
@@ -31,6 +34,8 @@ from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+_READERS = 8  # threads reading new files' first lines or footers
 
 
 def landing_folder(settings: Settings, source: SourceSpec) -> str:
@@ -85,15 +90,28 @@ def _new_files(look: FolderLook, source: SourceSpec) -> list[ListedFile]:
                   key=lambda listed: listed.path)
 
 
+def _each(files: list[ListedFile], read: Callable[[ListedFile], T]) -> list[T]:
+    """``read`` of each file, by a few threads at once: the reads wait on the bridge and, on S3,
+    on the store, not on the processor."""
+    if len(files) < 2:
+        return [read(listed) for listed in files]
+    with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="file-heads") as pool:
+        return list(pool.map(read, files))
+
+
 def files_with_other_headers(spark: SparkSession, look: FolderLook, source: SourceSpec
                              ) -> list[str]:
     """The CSV files the source has not read yet whose header is not the declared one, each
     said with the header it has (only each new file's first line is read)."""
+    new = _new_files(look, source)
+    if not new:
+        return []
     options = {key.lower(): value for key, value in source.options.items()}
     charset = options.get("encoding", options.get("charset", "UTF-8"))  # Spark takes either
+    heads = FileHeads(spark, look.folder)
     differing = []
-    for listed in _new_files(look, source):
-        line = first_line(spark, listed.uri, charset)
+    for listed, line in zip(new, _each(new, lambda f: heads.first_line(f.uri, charset)),
+                            strict=True):
         found = csv_header(line, source) if line is not None else []
         if line is not None and header_differs(found, source):
             differing.append(f"{listed.path} has {','.join(found)}")
@@ -104,21 +122,27 @@ def parquet_files_that_do_not_fit(spark: SparkSession, look: FolderLook, source:
                                   ) -> tuple[list[str], list[str]]:
     """The Parquet files the source has not read yet that its reader cannot read as the declared
     columns (not Parquet, or a column of another kind), and those lacking declared columns
-    (read as null), each said with why (only each new file's footer is read)."""
-    new = _new_files(look, source)
+    (read as null), each said with why (only each new file's footer is read). Empty files are
+    not looked at: Spark's reader skips them."""
+    new = [listed for listed in _new_files(look, source) if listed.size > 0]
     if not new:
         return [], []
     declared = StructType.fromDDL(", ".join(column.ddl() for column in source.schema))
     assert isinstance(declared, StructType)
-    unreadable, lacking = [], []
-    for listed in new:
-        if listed.size == 0:
-            continue  # no rows: Spark's reader skips it
+    heads = FileHeads(spark, look.folder)
+
+    def schema_or_why(listed: ListedFile) -> StructType | str:
         try:
-            missing, misfits = parquet_misfits(parquet_schema(spark, listed.uri), declared)
+            return heads.parquet_schema(listed.uri)
         except ValueError as exc:
-            unreadable.append(f"{listed.path}: its footer cannot be read ({exc})")
+            return f"its footer cannot be read ({exc})"
+
+    unreadable, lacking = [], []
+    for listed, found in zip(new, _each(new, schema_or_why), strict=True):
+        if isinstance(found, str):
+            unreadable.append(f"{listed.path}: {found}")
             continue
+        missing, misfits = parquet_misfits(found, declared)
         if misfits:
             unreadable.append(f"{listed.path}: {', '.join(misfits)}")
         if missing:

@@ -29,7 +29,7 @@ from medallion.backfill import landing_files_between
 from medallion.config import S3Settings, Settings, Trigger, load_settings
 from medallion.errors import JobError
 from medallion.generate import write_atomically
-from medallion.hadoopfs import first_line
+from medallion.hadoopfs import FileHeads
 from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
 from medallion.runner import Layer, run_pipeline
 from tests.conf_support import copy_base_conf
@@ -330,9 +330,10 @@ def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(
     (tmp_path / "a.csv.gz").write_bytes(gzip.compress(f"{ORDERS_HEADER}\r\no1,1\n".encode()))
     (tmp_path / "b.csv").write_bytes("\ufeffcaf\u00e9,x\no1\n".encode())
     (tmp_path / "c.csv").write_bytes(b"")
-    assert first_line(spark, str(tmp_path / "a.csv.gz")) == ORDERS_HEADER
-    assert first_line(spark, str(tmp_path / "b.csv")) == "\ufeffcaf\u00e9,x"
-    assert first_line(spark, str(tmp_path / "c.csv")) is None
+    heads = FileHeads(spark, str(tmp_path))
+    assert heads.first_line(str(tmp_path / "a.csv.gz")) == ORDERS_HEADER
+    assert heads.first_line(str(tmp_path / "b.csv")) == "\ufeffcaf\u00e9,x"
+    assert heads.first_line(str(tmp_path / "c.csv")) is None
 
 
 def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_path: Path) -> None:
