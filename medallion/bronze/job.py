@@ -95,8 +95,11 @@ def _each(files: list[ListedFile], read: Callable[[ListedFile], T]) -> list[T]:
     on the store, not on the processor."""
     if len(files) < 2:
         return [read(listed) for listed in files]
-    with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="file-heads") as pool:
+    pool = ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="file-heads")
+    try:
         return list(pool.map(read, files))
+    finally:  # a failure or Ctrl-C: the reads not started yet are dropped, not waited for
+        pool.shutdown(cancel_futures=True)
 
 
 def files_with_other_headers(spark: SparkSession, look: FolderLook, source: SourceSpec
