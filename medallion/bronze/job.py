@@ -28,7 +28,13 @@ from medallion.sinks.delta import (
     rows_written_since,
     with_trigger,
 )
-from medallion.sources.files import csv_header, header_differs, parquet_misfits, read_landing
+from medallion.sources.files import (
+    csv_charset,
+    csv_header,
+    header_differs,
+    parquet_misfits,
+    read_landing,
+)
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import TableSpec
@@ -109,8 +115,7 @@ def files_with_other_headers(spark: SparkSession, look: FolderLook, source: Sour
     new = _new_files(look, source)
     if not new:
         return []
-    options = {key.lower(): value for key, value in source.options.items()}
-    charset = options.get("encoding", options.get("charset", "UTF-8"))  # Spark takes either
+    charset = csv_charset(source)
     heads = FileHeads(spark, look.folder)
     differing = []
     for listed, line in zip(new, _each(new, lambda f: heads.first_line(f.uri, charset)),

@@ -58,10 +58,21 @@ def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
     return rows.withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
 
 
+def _reader_options(source: SourceSpec) -> dict[str, str]:
+    """The source's reader options by lower-case name: Spark's readers ignore the case."""
+    return {key.lower(): value for key, value in source.options.items()}
+
+
+def csv_charset(source: SourceSpec) -> str:
+    """The charset the source's CSV reader decodes with (``encoding`` or ``charset``)."""
+    options = _reader_options(source)
+    return options.get("encoding", options.get("charset", "UTF-8"))
+
+
 def csv_header(line: str, source: SourceSpec) -> list[str]:
     """The column names a CSV file's first line gives, split as the source's reader splits it
     (its ``sep``/``delimiter`` and ``quote`` options; a byte-order mark dropped)."""
-    options = {key.lower(): value for key, value in source.options.items()}
+    options = _reader_options(source)
     sep = options.get("sep", options.get("delimiter", ","))
     quote = options.get("quote", '"')
     line = line.removeprefix("\ufeff")
