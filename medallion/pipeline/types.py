@@ -36,6 +36,14 @@ TIMESTAMPS = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ"})
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|`([^`]+)`|(\d+)|([<>(),:]))")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _field_name(name: str) -> str:
+    """A struct field's name as DDL spells it: in backticks unless it is a plain identifier."""
+    return name if _PLAIN_NAME.fullmatch(name) else f"`{name}`"
+
+
 class TypeNameError(ValueError):
     """A type name Spark would not accept; the message says what is wrong."""
 
@@ -56,7 +64,8 @@ class SqlType:
         if self.name in ("ARRAY", "MAP"):
             return f"{self.name}<{','.join(str(a) for a in self.args)}>"
         if self.name == "STRUCT":
-            inner = ", ".join(f"{n}: {t}" for n, t in zip(self.fields, self.args, strict=True))
+            inner = ", ".join(f"{_field_name(n)}: {t}"
+                              for n, t in zip(self.fields, self.args, strict=True))
             return f"STRUCT<{inner}>"
         return self.name
 

@@ -378,6 +378,7 @@ def test_the_package_imports_no_spark() -> None:
     ("NUMERIC(18, 4)", "DECIMAL(18,4)"), ("array<string>", "ARRAY<STRING>"),
     ("MAP<STRING, BIGINT>", "MAP<STRING,BIGINT>"),
     ("struct<a: int, b string>", "STRUCT<a: INT, b: STRING>"),
+    ("STRUCT<`b c`: INT>", "STRUCT<`b c`: INT>"),  # Spark's DDL needs the backticks back
     ("timestamp_ltz", "TIMESTAMP"), ("VARCHAR(20)", "STRING"),
 ])
 def test_type_names_are_read_as_spark_reads_them(text: str, canonical: str) -> None:
