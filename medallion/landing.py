@@ -14,8 +14,12 @@ A local landing zone gets the same rules, with an atomic rename.
 from __future__ import annotations
 
 import base64
+import bz2
+import codecs
 import fnmatch
+import gzip
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -25,7 +29,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from medallion.config import Settings
+from medallion.pipeline.model import SourceFormat, SourceSpec
 from medallion.s3 import S3Location, error_code, is_s3, parse_s3, s3_client, sse_arguments
+from medallion.sources.files import (
+    arrow_columns,
+    csv_charset,
+    csv_header,
+    declared_schema,
+    header_differs,
+    parquet_misfits,
+    shown_header,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +104,9 @@ def check_landing_name(name: str) -> None:
                            "break Hadoop paths and logs; rename it")
 
 
-def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
-    """The landing folder a file goes to: its declared source's, named (``--entity``) or, when
-    exactly one file source's glob matches the file's name, that one's."""
+def source_of(path: Path, entity: str | None, settings: Settings) -> SourceSpec:
+    """The declared file source a file is landed for: named (``--entity``) or, when exactly one
+    file source's glob matches the file's name, that one."""
     sources = settings.file_sources()
     if entity is not None:
         if entity not in sources:
@@ -103,29 +117,105 @@ def entity_of(path: Path, entity: str | None, settings: Settings) -> str:
             # Landed there, it would never be read (bronze warns of such files at every run).
             raise LandingError(f"{path}: source {entity} reads files named {source.file_glob!r} "
                                f"only; rename the file, or declare sources.{entity}.glob")
-        return settings.source_folder(source)
+        return source
     matching = [s for s in sources.values() if fnmatch.fnmatch(path.name, s.file_glob)]
     if len(matching) != 1:
         described = ", ".join(f"{s.name} ({s.file_glob})" for s in sources.values())
         found = "no" if not matching else "more than one"
         raise LandingError(f"{path}: {found} source reads a file of this name ({described}); "
                            "name the source with --entity")
-    return settings.source_folder(matching[0])
+    return matching[0]
+
+
+# Hadoop's codecs that Python's library lacks: such files are checked by the run that reads them.
+_CODECS_NOT_HERE = (".deflate", ".lz4", ".snappy", ".zst")
+
+
+def _first_line(path: Path, charset: str) -> str | None:
+    """The first line of a text file, decompressed as Spark's readers would by its extension
+    (``.gz``, ``.bz2``) and decoded with ``charset``; ``None`` for an empty file."""
+    opener: Any = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    with opener(path, "rb") as raw, io.TextIOWrapper(raw, encoding=charset, errors="replace",
+                                                     newline=None) as text:
+        line = text.readline()
+    return line.rstrip("\n") if line else None
+
+
+def _csv_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
+    if path.suffix in _CODECS_NOT_HERE:
+        return None
+    charset = csv_charset(source)
+    try:
+        codecs.lookup(charset)
+    except LookupError:  # a Java charset name Python does not know: the run checks the file
+        return None
+    try:
+        line = _first_line(path, charset)
+    except (OSError, EOFError) as exc:  # a broken .gz or .bz2
+        return f"it cannot be decompressed as its name says ({exc})"
+    found = csv_header(line, source) if line is not None else []
+    if line is None or not header_differs(found, source):
+        return None
+    return (f"its header is {shown_header(found)}, not the declared {','.join(source.header)} "
+            f"(sources.{source.name}.header in {where}), and its columns would be read by "
+            "position into other fields")
+
+
+def _parquet_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
+    if path.stat().st_size == 0:  # Spark's reader skips an empty file
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        found, unknown = arrow_columns(pq.read_schema(path))
+    except (pa.ArrowException, OSError) as exc:
+        return f"it is not a Parquet file bronze can read: its footer cannot be read ({exc})"
+    missing, misfits = parquet_misfits(found, declared_schema(source))
+    lacking = [name for name in missing if name.lower() not in unknown]
+    if lacking:
+        log.warning("%s lacks columns that sources.%s.schema in %s declares, and they will be "
+                    "read as null: %s", path, source.name, where, ", ".join(lacking))
+    if not misfits:
+        return None
+    return (f"{', '.join(misfits)}: it cannot be read as the columns that "
+            f"sources.{source.name}.schema in {where} declares")
+
+
+def refuse_misfit(path: Path, source: SourceSpec, settings: Settings) -> None:
+    """Refuse a file whose columns the source cannot read as declared, as the run that reads it
+    would (a CSV header other than the declared one; a Parquet file that is not Parquet, or has a
+    column of another kind of value): landed, it would stop every run until it is moved out."""
+    pipeline = next(p for p in settings.pipelines if source in p.sources)
+    where = f"conf/pipelines/{pipeline.name}.yaml"
+    if source.format is SourceFormat.CSV:
+        problem = _csv_misfit(path, source, where)
+    elif source.format is SourceFormat.PARQUET:
+        problem = _parquet_misfit(path, source, where)
+    else:
+        return
+    if problem:
+        raise LandingError(f"{path}: {problem}. Nothing was landed: correct the file (or the "
+                           "declaration), then land it again")
 
 
 def land_files(settings: Settings, files: list[Path], entity: str | None = None,
                part_size: int = DEFAULT_PART_SIZE, client: Any = None) -> list[LandedFile]:
-    """Put ``files`` into ``<landing>/<source folder>/``; return what happened to each."""
+    """Put ``files`` into ``<landing>/<source folder>/``; return what happened to each. Every
+    file is checked (its name, its source, its columns) before any is landed."""
     if part_size < MIN_PART_SIZE:
         raise LandingError(f"part size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
     for path in files:
         if not path.is_file():
             raise LandingError(f"{path}: no such file")
         check_landing_name(path.name)
+    sources = [source_of(path, entity, settings) for path in files]
+    for path, source in zip(files, sources, strict=True):
+        refuse_misfit(path, source, settings)
     landing = settings.paths.landing
     landed = []
-    for path in files:
-        folder = entity_of(path, entity, settings)
+    for path, source in zip(files, sources, strict=True):
+        folder = settings.source_folder(source)
         if is_s3(landing):
             client = client or s3_client(settings.s3)
             landed.append(_upload(client, settings, path, parse_s3(landing), folder, part_size))

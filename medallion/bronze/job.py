@@ -31,9 +31,11 @@ from medallion.sinks.delta import (
 from medallion.sources.files import (
     csv_charset,
     csv_header,
+    declared_schema,
     header_differs,
     parquet_misfits,
     read_landing,
+    shown_header,
 )
 from medallion.sources.kafka import read_kafka_stream
 from medallion.streaming import RunningQuery, TableRun
@@ -122,7 +124,7 @@ def files_with_other_headers(spark: SparkSession, look: FolderLook, source: Sour
                             strict=True):
         found = csv_header(line, source) if line is not None else []
         if line is not None and header_differs(found, source):
-            differing.append(f"{listed.path} has {','.join(found)}")
+            differing.append(f"{listed.path} has {shown_header(found)}")
     return differing
 
 
@@ -135,8 +137,7 @@ def parquet_files_that_do_not_fit(spark: SparkSession, look: FolderLook, source:
     new = [listed for listed in _new_files(look, source) if listed.size > 0]
     if not new:
         return [], []
-    declared = StructType.fromDDL(", ".join(column.ddl() for column in source.schema))
-    assert isinstance(declared, StructType)
+    declared = declared_schema(source)
     heads = FileHeads(spark, look.folder)
 
     def schema_or_why(listed: ListedFile) -> StructType | str:

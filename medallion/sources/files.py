@@ -9,6 +9,7 @@ parsing is silver's job), CSV as text columns with the lines the reader could no
 from __future__ import annotations
 
 import csv
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -16,17 +17,27 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    ByteType,
     DataType,
     DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
     MapType,
     NumericType,
+    ShortType,
     StringType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
+    VariantType,
 )
 
 from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
+from medallion.pipeline.types import SqlType
 
 
 def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
@@ -89,6 +100,14 @@ def header_differs(found: list[str], source: SourceSpec) -> bool:
     return [name.lower() for name in found] != [name.lower() for name in source.header]
 
 
+def shown_header(found: list[str], limit: int = 120) -> str:
+    """A file's header as a message quotes it: unprintable characters replaced and cut short,
+    since the "first line" of a file that is not CSV text (a binary one, misnamed) can be
+    anything, of any length."""
+    text = "".join(c if c.isprintable() else "\ufffd" for c in ",".join(found))
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 # Kinds of values whose Parquet encodings Spark's reader never converts one into another: a
 # file's column of another kind than the declared one fails the query that reads it. Within a
 # kind (an INT32 column declared BIGINT, say), the reader decides, as it widens some and not others.
@@ -101,6 +120,49 @@ _KINDS: tuple[tuple[type[DataType] | tuple[type[DataType], ...], str], ...] = (
 def _kind(data_type: DataType) -> str:
     return next((kind for types, kind in _KINDS if isinstance(data_type, types)),
                 data_type.simpleString())
+
+
+_SIMPLE: dict[str, DataType] = {
+    "STRING": StringType(), "BOOLEAN": BooleanType(), "TINYINT": ByteType(),
+    "SMALLINT": ShortType(), "INT": IntegerType(), "BIGINT": LongType(), "FLOAT": FloatType(),
+    "DOUBLE": DoubleType(), "DATE": DateType(), "TIMESTAMP": TimestampType(),
+    "TIMESTAMP_NTZ": TimestampNTZType(), "BINARY": BinaryType(), "VARIANT": VariantType()}
+
+
+def spark_type(sql: SqlType) -> DataType:
+    """The Spark type a declared type names, built without a JVM (``medallion land`` has none)."""
+    if sql.name == "DECIMAL":
+        assert sql.precision is not None and sql.scale is not None
+        return DecimalType(sql.precision, sql.scale)
+    if sql.name == "ARRAY":
+        return ArrayType(spark_type(sql.args[0]))
+    if sql.name == "MAP":
+        return MapType(spark_type(sql.args[0]), spark_type(sql.args[1]))
+    if sql.name == "STRUCT":
+        return StructType([StructField(name, spark_type(of))
+                           for name, of in zip(sql.fields, sql.args, strict=True)])
+    return _SIMPLE[sql.name]
+
+
+def arrow_columns(schema: Any) -> tuple[StructType, frozenset[str]]:
+    """A Parquet file's columns as Spark types, from the Arrow schema (``pyarrow.Schema``)
+    pyarrow reads from its footer, converted as PySpark converts Arrow types; and the lower-case
+    names of the columns it has no Spark type for (unsigned integers, ``TIME``), which are left to
+    the run's own check (:func:`parquet_misfits` over Spark's reading of the footer)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    fields, unknown = [], set()
+    for column in schema:
+        try:
+            fields.append(StructField(column.name, from_arrow_type(column.type)))
+        except TypeError:
+            unknown.add(column.name.lower())
+    return StructType(fields), frozenset(unknown)
+
+
+def declared_schema(source: SourceSpec) -> StructType:
+    """The columns a Parquet source declares (``sources.<name>.schema``), as Spark types."""
+    return StructType([StructField(field.name, spark_type(field.type)) for field in source.schema])
 
 
 def parquet_misfits(found: StructType, declared: StructType) -> tuple[list[str], list[str]]:

@@ -6,6 +6,7 @@ every Parquet reader can read. A file named so that its source never reads it is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import logging
@@ -23,6 +24,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from medallion import hadoopfs
 from medallion.backfill import landing_files_between
@@ -31,7 +33,11 @@ from medallion.errors import JobError
 from medallion.generate import write_atomically
 from medallion.hadoopfs import FileHeads
 from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
+from medallion.landing import LandingError, refuse_misfit
+from medallion.pipeline.model import Field
+from medallion.pipeline.types import parse_type
 from medallion.runner import Layer, run_pipeline
+from medallion.sources.files import declared_schema
 from tests.conf_support import copy_base_conf
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
@@ -266,18 +272,23 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it
         ("o1", "s1", "p1"), ("o2", "s1", "p1")]
 
 
+def _parquet_settings(tmp_path: Path) -> Settings:
+    """The fixture's ``orders`` pipeline alone, whose ``stores`` source is Parquet."""
+    conf = copy_base_conf(tmp_path / "conf")
+    shutil.copy(FIXTURE_ORDERS, conf / "pipelines" / "orders.yaml")  # stores: Parquet
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
+                             lakehouse=str(tmp_path / "lakehouse"))
+    return dataclasses.replace(settings, pipelines=(settings.pipeline("orders"),))
+
+
 def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_it_is_read(
         spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Before, a Parquet file with a column of another type, or a file that is not Parquet,
     failed its batch with the reader's error (for a column read as text, without naming the
     file), the good files of the batch unread, and every run after it the same way. A file
     lacking a declared column was read with it null, and no run said so."""
-    conf = copy_base_conf(tmp_path / "conf")
-    shutil.copy(FIXTURE_ORDERS, conf / "pipelines" / "orders.yaml")  # stores: Parquet
-    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
-    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
-                             lakehouse=str(tmp_path / "lakehouse"))
-    settings = dataclasses.replace(settings, pipelines=(settings.pipeline("orders"),))
+    settings = _parquet_settings(tmp_path)
     stores = tmp_path / "landing" / "stores"
     stores.mkdir(parents=True)
     opened = date(2025, 1, 1)
@@ -293,6 +304,16 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
     pq.write_table(pa.table({"store_id": [5], "city": ["Nice"], "opened": [opened]}),
                    stores / "number-id.parquet")
     (stores / "export.parquet").write_bytes(b"store_id,city\ns6,Nice\n")  # CSV, misnamed
+
+    # `medallion land` refuses the files the run refuses, from pyarrow's reading of each footer
+    source = settings.file_sources()["stores"]
+    refused_at_landing = set()
+    for path in stores.rglob("*.parquet"):
+        with contextlib.suppress(LandingError):
+            refuse_misfit(path, source, settings)
+            continue
+        refused_at_landing.add(path.name)
+    assert refused_at_landing == {"export.parquet", "number-id.parquet", "text-date.parquet"}
 
     caplog.set_level(logging.WARNING, logger="medallion.bronze.job")
     with pytest.raises(JobError) as refused:
@@ -323,6 +344,21 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
     caplog.clear()  # read files are not looked at again
     run_pipeline(spark, settings, Layer.BRONZE, NOW)
     assert [r.getMessage() for r in caplog.records if "lack" in r.getMessage()] == []
+
+
+def test_a_declared_parquet_schema_is_the_one_spark_parses_from_its_ddl(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Bronze's footer check and `medallion land` (no JVM) compare files with the declared
+    columns built in Python: they must be what Spark's reader is given as DDL."""
+    types = ["STRING", "VARCHAR(3)", "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT",
+             "DOUBLE", "DECIMAL", "DECIMAL(18,4)", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "BINARY",
+             "VARIANT", "ARRAY<INT>", "MAP<STRING, ARRAY<DATE>>",
+             "STRUCT<a: INT, `b c`: STRUCT<d: DECIMAL(5,2)>>"]
+    fields = tuple(Field(f"c{i}", parse_type(text)) for i, text in enumerate(types))
+    source = dataclasses.replace(_parquet_settings(tmp_path).file_sources()["stores"],
+                                 schema=fields)
+    ddl = ", ".join(field.ddl() for field in fields)
+    assert declared_schema(source) == StructType.fromDDL(ddl)
 
 
 def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(

@@ -29,7 +29,8 @@ def test_small_and_multipart_uploads_are_verified_and_idempotent(
     small = tmp_path / "burst-1.json"
     small.write_text('{"event_id":"e1"}\n{"event_id":"e2"}\n', encoding="utf-8")
     big = tmp_path / "big.csv"
-    big.write_bytes(os.urandom(5 * MIB) + b"tail\n")  # two parts of 5 MiB
+    header = b"customer_id,customer_name,segment\n"  # the declared one, or landing refuses it
+    big.write_bytes(header + os.urandom(5 * MIB) + b"tail\n")  # two parts of 5 MiB
 
     # The one source reading *.json takes the first; several read *.csv: the source is named.
     landed = [*land_files(settings, [small], part_size=5 * MIB),

@@ -1,11 +1,19 @@
-"""Which landing folder ``medallion land`` puts a file in: the declared file sources decide; and
-whether a landing file fits its source's declared columns (no JVM)."""
+"""Which landing folder ``medallion land`` puts a file in: the declared file sources decide;
+whether a landing file fits its source's declared columns; and ``medallion land`` refusing a file
+that does not (no JVM)."""
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
+import gzip
+import logging
+import shutil
+from datetime import date
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -21,30 +29,35 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from medallion.landing import LandingError, entity_of
+from medallion.config import Settings, load_settings
+from medallion.landing import LandingError, land_files, source_of
 from medallion.sources.files import csv_header, header_differs, parquet_misfits
+from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
+
+FIXTURE_ORDERS = Path(__file__).resolve().parent / "pipeline_fixtures" / "pipelines" / "orders.yaml"
 
 
 def test_a_file_goes_to_the_one_source_whose_glob_matches(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    assert entity_of(Path("x/batch-1.json"), None, settings) == "events"  # only events reads *.json
+    # only events reads *.json
+    assert source_of(Path("x/batch-1.json"), None, settings).name == "events"
 
 
 def test_a_name_several_sources_read_needs_the_source_named(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     with pytest.raises(LandingError, match="more than one source.*customers.*orders.*--entity"):
-        entity_of(Path("x/2026-03-02.csv"), None, settings)
-    assert entity_of(Path("x/2026-03-02.csv"), "orders", settings) == "orders"
-    assert entity_of(Path("x/products.csv"), "products", settings) == "products"
+        source_of(Path("x/2026-03-02.csv"), None, settings)
+    assert source_of(Path("x/2026-03-02.csv"), "orders", settings).name == "orders"
+    assert source_of(Path("x/products.csv"), "products", settings).name == "products"
 
 
 def test_an_unknown_or_kafka_source_is_refused(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     with pytest.raises(LandingError, match="unknown source 'events_kafka'.*file sources: events"):
-        entity_of(Path("x/a.json"), "events_kafka", settings)
+        source_of(Path("x/a.json"), "events_kafka", settings)
     with pytest.raises(LandingError, match="no source reads"):
-        entity_of(Path("x/a.txt"), None, settings)
+        source_of(Path("x/a.txt"), None, settings)
 
 
 def test_a_named_source_refuses_a_file_it_would_never_read(tmp_path: Path) -> None:
@@ -54,7 +67,7 @@ def test_a_named_source_refuses_a_file_it_would_never_read(tmp_path: Path) -> No
     with pytest.raises(LandingError, match=r"x/batch-1\.jsonl: source events reads files named "
                                            r"'\*\.json' only; rename the file, or declare "
                                            r"sources\.events\.glob"):
-        entity_of(Path("x/batch-1.jsonl"), "events", settings)
+        source_of(Path("x/batch-1.jsonl"), "events", settings)
 
 
 def test_a_csv_header_is_split_as_the_source_reads_it_and_compared_without_case(
@@ -92,3 +105,103 @@ def test_a_parquet_file_fits_the_declared_columns_unless_a_column_holds_another_
         "tags is STRING, declared ARRAY<STRING>"])
     assert parquet_misfits(StructType([StructField("n", BooleanType())]), declared) == (
         ["id", "at", "tags", "note"], ["n is BOOLEAN, declared BIGINT"])
+
+
+def test_land_refuses_a_csv_file_whose_header_is_not_the_declared_one_before_landing_anything(
+        tmp_path: Path) -> None:
+    """Before, such a file was landed, and every run after it stopped on it until someone moved
+    it out of the landing folder."""
+    conf = copy_base_conf(tmp_path / "conf")  # stores: CSV, header store_id, city
+    (conf / "local.yaml").write_text("{}\n", encoding="utf-8")
+    declaration = conf / "pipelines" / "orders.yaml"  # compressed files too
+    declaration.write_text(declaration.read_text(encoding="utf-8").replace(
+        "path: stores\n", "path: stores\n    glob: '*.csv*'\n"), encoding="utf-8")
+    settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
+                             lakehouse=str(tmp_path / "lakehouse"))
+    assert settings.file_sources()["stores"].file_glob == "*.csv*"
+    good = tmp_path / "stores-1.csv.bz2"  # a BOM, other case, CRLF: the reader reads it as declared
+    good.write_bytes(bz2.compress("\ufeffStore_ID, City\r\ns1,Paris\r\n".encode()))
+    swapped = tmp_path / "stores-2.csv.gz"
+    swapped.write_bytes(gzip.compress(b"city,store_id\nLyon,s2\n"))
+    with pytest.raises(LandingError) as refused:
+        land_files(settings, [good, swapped], entity="stores")
+    assert str(refused.value) == (
+        f"{swapped}: its header is city,store_id, not the declared store_id,city "
+        "(sources.stores.header in conf/pipelines/orders.yaml), and its columns would be read by "
+        "position into other fields. Nothing was landed: correct the file (or the declaration), "
+        "then land it again")
+    assert not (tmp_path / "landing").exists()
+
+    broken = tmp_path / "stores-3.csv.gz"
+    broken.write_bytes(b"store_id,city\n")  # not gzip
+    with pytest.raises(LandingError, match=r"stores-3\.csv\.gz: it cannot be decompressed as its "
+                                           r"name says \(Not a gzipped file"):
+        land_files(settings, [good, broken], entity="stores")
+
+    binary = tmp_path / "stores-5.csv"  # not text: its "header" is quoted cut short, printable
+    binary.write_bytes(b"\x00\x01" * 200 + b"a" * 200 + b"\n")
+    with pytest.raises(LandingError) as refused:
+        land_files(settings, [binary], entity="stores")
+    assert str(refused.value).startswith(
+        f"{binary}: its header is {chr(0xfffd) * 120}... (600 characters), not the declared "
+        "store_id,city (sources.stores.header")
+
+    empty = tmp_path / "stores-4.csv"
+    empty.write_bytes(b"")  # nothing to read as another column
+    landed = land_files(settings, [good, empty], entity="stores")
+    assert [Path(f.target).name for f in landed] == ["stores-1.csv.bz2", "stores-4.csv"]
+
+
+def _parquet_settings(tmp_path: Path) -> Settings:
+    conf = copy_base_conf(tmp_path / "conf")
+    shutil.copy(FIXTURE_ORDERS, conf / "pipelines" / "orders.yaml")  # stores: Parquet
+    (conf / "local.yaml").write_text("{}\n", encoding="utf-8")
+    return load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
+                         lakehouse=str(tmp_path / "lakehouse"))
+
+
+def test_land_refuses_a_parquet_file_bronze_would_refuse_and_warns_of_lacking_columns(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = _parquet_settings(tmp_path)  # stores: store_id STRING, city STRING, opened DATE
+    files = tmp_path / "files"
+    files.mkdir()
+    opened = date(2025, 1, 1)
+    tables = {
+        "good": {"STORE_ID": ["s1"], "City": ["Paris"], "opened": [opened], "manager": ["Eve"]},
+        "lacking": {"store_id": ["s2"]},
+        "unsigned": {"store_id": pa.array([3], pa.uint64()), "city": ["Nice"], "opened": [opened]},
+        "text-date": {"store_id": ["s4"], "city": ["Nice"], "opened": ["2025-01-01"]},
+        "number-id": {"store_id": [5], "city": ["Nice"], "opened": [opened]},
+        "list-city": {"store_id": ["s6"], "city": [["Nice"]], "opened": [opened]},
+    }
+    for name, columns in tables.items():
+        pq.write_table(pa.table(columns), files / f"{name}.parquet")
+    (files / "empty.parquet").write_bytes(b"")
+    (files / "export.parquet").write_bytes(b"store_id,city\ns7,Nice\n")  # CSV, misnamed
+
+    declared = "the columns that sources.stores.schema in conf/pipelines/orders.yaml declares"
+    refusals = {
+        "text-date": f"opened is STRING, declared DATE: it cannot be read as {declared}",
+        "number-id": f"store_id is BIGINT, declared STRING: it cannot be read as {declared}",
+        "list-city": f"city is ARRAY<STRING>, declared STRING: it cannot be read as {declared}",
+    }
+    for name, why in refusals.items():
+        bad = files / f"{name}.parquet"
+        with pytest.raises(LandingError) as refused:
+            land_files(settings, [files / "good.parquet", bad])
+        assert str(refused.value) == (f"{bad}: {why}. Nothing was landed: correct the file (or "
+                                      "the declaration), then land it again")
+    with pytest.raises(LandingError, match=r"export\.parquet: it is not a Parquet file bronze can "
+                                           r"read: its footer cannot be read \(.*magic bytes"):
+        land_files(settings, [files / "export.parquet"])
+    assert not (tmp_path / "landing").exists()
+
+    # An unsigned column has no Spark type here: the run's own check reads it as Spark does.
+    caplog.set_level(logging.WARNING, logger="medallion.landing")
+    landed = land_files(settings, [files / f"{name}.parquet"
+                                   for name in ("good", "lacking", "unsigned", "empty")])
+    assert sorted(Path(f.target).name for f in landed) == [
+        "empty.parquet", "good.parquet", "lacking.parquet", "unsigned.parquet"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{files / 'lacking.parquet'} lacks columns that sources.stores.schema in "
+        "conf/pipelines/orders.yaml declares, and they will be read as null: city, opened"]
