@@ -31,15 +31,6 @@ from typing import Any, BinaryIO
 from medallion.config import Settings
 from medallion.pipeline.model import SourceFormat, SourceSpec
 from medallion.s3 import S3Location, error_code, is_s3, parse_s3, s3_client, sse_arguments
-from medallion.sources.files import (
-    arrow_columns,
-    csv_charset,
-    csv_header,
-    declared_schema,
-    header_differs,
-    parquet_misfits,
-    shown_header,
-)
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +133,10 @@ def _first_line(path: Path, charset: str) -> str | None:
 
 
 def _csv_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
+    # The run's own comparisons, imported here: they import PySpark's types, and every command
+    # imports this module (for LandingError), the read-only ones without importing PySpark.
+    from medallion.sources.files import csv_charset, csv_header, header_differs, shown_header
+
     if path.suffix in _CODECS_NOT_HERE:
         return None
     charset = csv_charset(source)
@@ -166,6 +161,8 @@ def _parquet_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
         return None
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from medallion.sources.files import arrow_columns, declared_schema, parquet_misfits
 
     try:
         found, unknown = arrow_columns(pq.read_schema(path))
