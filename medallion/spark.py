@@ -587,6 +587,22 @@ def kill_jvm() -> None:
             proc.kill()
 
 
+# PySpark's loggers of errors that carry a query context: each writes the error, with its JVM
+# stack trace, as one JSON line to stderr when the exception is made, caught or not.
+_QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_query_context_loggers() -> None:
+    """Keep PySpark's query-context error lines for ``-vv``: a failure reaches the user once,
+    in medallion's own words, and an error the engine expects and handles (a view waiting for
+    its table) is not one."""
+    from pyspark.logger import PySparkLogger
+
+    debugging = log.isEnabledFor(logging.DEBUG)
+    for name in _QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.ERROR if debugging else logging.CRITICAL)
+
+
 def build_session(settings: Settings, register_tables: bool = True,
                   extra_conf: dict[str, str] | None = None,
                   resolve_packages: bool = False) -> SparkSession:
@@ -627,6 +643,7 @@ def build_session(settings: Settings, register_tables: bool = True,
         remember_jars(packages, spark)
     apply_hadoop_conf(spark, conf)  # a session that already ran gets this lakehouse's S3 settings
     spark.sparkContext.setLogLevel(settings.spark.log_level)
+    _quiet_query_context_loggers()
     if settings.catalog.metastore is Metastore.EMBEDDED:
         # Derby reads this when it boots, at the first catalog access (not yet made): keep its
         # log beside its database instead of in the working directory.
