@@ -54,12 +54,14 @@ from medallion.pipeline.model import (
     WindowKind,
     WindowSpec,
 )
-from medallion.pipeline.types import SqlType, TypeNameError, parse_type
+from medallion.pipeline.types import SqlType, TypeNameError, parse_type, struct_field_names
 from medallion.yamlfiles import Origins, read_yaml
 
 PIPELINES_DIR = "pipelines"
 DEFAULT_WATERMARK = "10 minutes"
 _PYTHON_STEP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+# Characters Delta refuses in column names, nested ones included (without column mapping).
+_NOT_IN_DELTA_NAMES = re.compile(r"[ ,;{}()\n\t=]")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
                  SourceFormat.PARQUET: "*.parquet"}
@@ -250,9 +252,15 @@ class _Reader:
         if not isinstance(value, str):
             raise self.error(key, f"must be a Spark SQL type name such as STRING, got {value!r}")
         try:
-            return parse_type(value)
+            parsed = parse_type(value)
         except TypeNameError as exc:
             raise self.error(key, str(exc)) from None
+        bad = [name for name in struct_field_names(parsed) if _NOT_IN_DELTA_NAMES.search(name)]
+        if bad:  # Spark accepts them; a Delta table without column mapping does not
+            raise self.error(key, f"struct field {bad[0]!r} of {value!r} holds a character a Delta "
+                                  "table's column names cannot (a space or one of ,;{}()=, a tab "
+                                  "or a line break)")
+        return parsed
 
     def python_step(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
         """``module:function``, or None (importing it is the validator's job)."""

@@ -124,6 +124,14 @@ def avg_type(of: SqlType) -> SqlType:
     return DOUBLE
 
 
+def struct_field_names(of: SqlType) -> list[str]:
+    """The names of every struct field ``of`` holds, at any depth (in arrays and maps too)."""
+    names = list(of.fields)
+    for inner in of.args:
+        names += struct_field_names(inner)
+    return names
+
+
 def parse_type(text: str) -> SqlType:
     """The type ``text`` names, in Spark's DDL spelling; raises :class:`TypeNameError` if it is none."""
     tokens: list[str] = []

@@ -305,3 +305,22 @@ def test_a_decimal_type_split_by_a_flow_mapping_says_to_quote_it(tmp_path: Path,
     error = _fails(tmp_path, events_tree, change)
     _names(error, "silver.events.columns.amount.4)", _file(tmp_path))
     assert 'must be quoted: "DECIMAL(10,2)"' in str(error)
+
+
+def test_a_struct_field_name_delta_cannot_hold_is_refused(tmp_path: Path, events_tree: Tree) -> None:
+    """Spark's DDL takes `floor no` in backticks, but the Delta table refused it when the run
+    made it, after bronze had started."""
+    def change(tree: Tree) -> None:
+        tree["silver"]["events"]["columns"]["place"] = {
+            "type": "ARRAY<STRUCT<site: STRING, `floor no`: INT>>"}
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, "silver.events.columns.place.type", _file(tmp_path))
+    assert "struct field 'floor no' of 'ARRAY<STRUCT<site: STRING, `floor no`: INT>>' holds a " \
+           "character a Delta table's column names cannot" in str(error)
+    tree = copy.deepcopy(events_tree)  # other names are quoted as Spark's DDL needs them
+    tree["silver"]["events"]["columns"]["place"] = {"type": "STRUCT<`floor-no`: INT>"}
+    _write(tmp_path, "events", tree)
+    place = next(c for c in _load(tmp_path).silver[0].columns if c.name == "place")
+    assert str(place.type) == "STRUCT<`floor-no`: INT>"
+
