@@ -317,8 +317,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sql(args: argparse.Namespace, settings: Settings) -> int:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from medallion.errors import JobError
     from medallion.query import print_result, spark_sql_shell
     from medallion.spark import build_session
+    from medallion.streaming import describe_failure
 
     if args.shell:
         return spark_sql_shell(settings)
@@ -331,7 +336,10 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
         print("medallion sql: give a statement, -f FILE, or --shell", file=sys.stderr)
         return 2
     spark = build_session(settings)
-    print_result(spark.sql(query.strip().rstrip(";")), args.format, args.limit, sys.stdout)
+    try:
+        print_result(spark.sql(query.strip().rstrip(";")), args.format, args.limit, sys.stdout)
+    except (Py4JError, PySparkException) as exc:  # a statement Spark refuses: its reason, once
+        raise JobError("the query", describe_failure(exc)) from exc
     return 0
 
 

@@ -140,7 +140,11 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
         with contextlib.suppress(Exception):  # the JVM may be gone: keep Py4J's line
             first = str(java.toString()).splitlines()[0]
     root = root_cause(exc)
-    if root and root not in first:
+    # ``Class: message``: already told when the message is in the line, or when it has none
+    # and the line names Spark's error condition (``[PARSE_SYNTAX_ERROR] ...``)
+    said = root.partition(": ")[2].strip()
+    told = said in first if said else first.startswith("[")
+    if root and root not in first and not told:
         first = f"{first} (root cause: {root})"
     return first[:2000]
 

@@ -254,6 +254,14 @@ def test_every_client_returns_the_same_gold_rows(lakehouse: Lakehouse) -> None:
     assert queried.returncode == 0, queried.stderr[-3000:]
     records = [json.loads(line, parse_float=Decimal) for line in queried.stdout.splitlines()]
     assert {_row(*r.values()) for r in records} == AFTER_RUN_2
+    # A statement Spark refuses is said once, in one line: before, a Python traceback, after
+    # PySpark's JSON line with the JVM's stack trace.
+    typo = _cli(lakehouse, "sql", "SELECT * FROM gold.event_counts_5min")
+    assert typo.returncode == 1
+    assert ("medallion: failed: the query: [TABLE_OR_VIEW_NOT_FOUND] The table or view "
+            "`gold`.`event_counts_5min` cannot be found.") in typo.stderr, typo.stderr[-3000:]
+    assert "Traceback" not in typo.stderr and '"level": "ERROR"' not in typo.stderr, typo.stderr
+    assert typo.stdout == ""
     assert (Path(settings.catalog_dir()) / "metastore_db").is_dir()
     assert (Path(settings.catalog_dir()) / "derby.log").is_file()
     assert not (lakehouse.root / "metastore_db").exists()  # nothing in the working directory
