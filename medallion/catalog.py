@@ -30,10 +30,11 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from medallion.config import Metastore, Settings, ViewSpec
+from medallion.config import Metastore, Settings
 from medallion.hadoopfs import path_exists, read_text, write_text
 from medallion.locks import LakehouseBusyError, hold
 from medallion.pipeline.model import TableDoc
+from medallion.pipeline.views import ViewSpec
 from medallion.tables import TableSpec, lakehouse_tables
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
         and path_exists(spark, f"{settings.catalog_dir()}/metastore_db"),
         "tables": present,
         "docs": docs,
-        "views": [[view.name, view.sql, view.comment] for view in catalog.views],
+        "views": [[view.name, view.sql, view.comment] for view in settings.views],
     }
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
@@ -332,7 +333,7 @@ def _create_views(spark: SparkSession, settings: Settings, registered: list[str]
     """Create the configured views whose tables are all registered; return their names."""
     known = [spec.qualified_name for spec in lakehouse_tables(settings)]
     views = []
-    for view in settings.catalog.views:
+    for view in settings.views:
         waiting = [name for name in known if name not in registered
                    and re.search(rf"\b{re.escape(name)}\b", view.sql, re.IGNORECASE)]
         if waiting:

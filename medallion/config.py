@@ -28,6 +28,7 @@ from medallion.durations import parse_duration_seconds
 from medallion.errors import ConfigError
 from medallion.pipeline.load import load_pipelines, pipeline_files
 from medallion.pipeline.validate import validate
+from medallion.pipeline.views import ViewSpec, name_problem, query_problem
 from medallion.redact import has_credentials, is_secret_key
 from medallion.yamlfiles import Origins, read_yaml
 
@@ -53,8 +54,6 @@ ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
 PIPELINES_FOLDER = "pipelines"  # <conf_dir>/pipelines/<name>.yaml: the declared pipelines
-# Catalog schemas of the engine's own tables (run records, quality results): not for views.
-ENGINE_SCHEMAS = ("monitoring", "quality")
 
 
 class TriggerKind(str, Enum):
@@ -149,15 +148,6 @@ class SaslQop(str, Enum):
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """A view kept in the catalog, ``<layer>.<name>``, defined by a SELECT over the tables."""
-
-    name: str
-    sql: str
-    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -468,6 +458,13 @@ class Settings:
     def file_sources(self) -> dict[str, SourceSpec]:
         """Every declared source of landing files, of every pipeline, by name."""
         return {s.name: s for p in self.pipelines for s in p.sources if s.format.value != "kafka"}
+
+    @property
+    def views(self) -> tuple[ViewSpec, ...]:
+        """The views the catalog is given: each pipeline's own (``views:``), then those of
+        ``catalog.views``, which may read them."""
+        return (*(view for pipeline in self.pipelines for view in pipeline.views),
+                *self.catalog.views)
 
     def catalog_dir(self) -> str:
         """``<lakehouse>/_catalog``: warehouse of the catalog's databases, embedded metastore."""
@@ -993,7 +990,7 @@ def load_settings(
     _refuse_moved_to_pipelines(tree, source, pipelines, env)
     quality = parse_quality(tree, source.of)
     tables = declared_tables(pipelines)
-    catalog = _catalog_settings(reader, paths, spark, tables)
+    catalog = _catalog_settings(reader, paths, spark, tables, pipelines)
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
                     catalog=catalog, thrift=thrift, quality=quality, read_from=read_from,
@@ -1082,6 +1079,17 @@ def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...
                                   f"{table.key} is also written by pipeline {writers[table.key]}: "
                                   "a table has one writer")
             writers[table.key] = spec.name
+    named = {key.replace("/", "."): writer for key, writer in writers.items()}
+    views: dict[str, str] = {}
+    for spec in specs:
+        for view in spec.views:
+            key = f"views.{view.name}"
+            if view.name in views or view.name in named:
+                what = "view" if view.name in views else "table"
+                raise ConfigError(key, spec.source_of(key), f"pipeline "
+                                  f"{views.get(view.name) or named[view.name]} declares a {what} "
+                                  "of this name: a catalog name has one declaration")
+            views[view.name] = spec.name
     return specs
 
 
@@ -1117,7 +1125,8 @@ def _qualified_name(reader: _Reader, key: str, name: Any) -> str:
 
 
 def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings,
-                      tables: Mapping[str, TableDecl]) -> CatalogSettings:
+                      tables: Mapping[str, TableDecl],
+                      pipelines: tuple[PipelineSpec, ...]) -> CatalogSettings:
     section = reader.section("catalog", {"metastore", "metastore_uris", "tables", "views"})
     metastore = _choice(reader, section, "catalog.metastore", Metastore, Metastore.EMBEDDED)
     uris = _optional_string(reader, section, "catalog.metastore_uris")
@@ -1131,23 +1140,24 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings,
                           "an external metastore needs thrift:// URIs here, or "
                           f"{' / '.join(_EXTERNAL_METASTORE_CONF)} in spark.conf")
 
-    known = {decl.qualified_name for decl in tables.values()}
+    known = [decl.qualified_name for decl in tables.values()]
+    declared_views = {view.name: pipeline for pipeline in pipelines for view in pipeline.views}
     views_section = reader.section_of(section, "catalog.views")
+    readable = [*known, *declared_views, *map(str, views_section)]
     views = []
     for name in views_section:
         key = f"catalog.views.{name}"
-        _qualified_name(reader, key, name)
-        if name in known:
-            raise ConfigError(key, reader.source.of(key), "a table already has this name")
-        if name.split(".")[0] in ENGINE_SCHEMAS:
-            raise ConfigError(key, reader.source.of(key),
-                              f"the {name.split('.')[0]} schema holds the engine's own tables; "
-                              "name the view in another schema")
+        problem = name_problem(str(name), known)
+        if problem:
+            raise ConfigError(key, reader.source.of(key), problem)
+        if name in declared_views:
+            raise ConfigError(key, reader.source.of(key), f"pipeline {declared_views[name].name} "
+                              "declares a view of this name: a catalog name has one declaration")
         view_section = reader.section_of(views_section, key, {"sql", "comment"}, name)
         sql = reader.string(view_section, f"{key}.sql")
-        if not re.match(r"^\s*(SELECT|WITH)\b", sql, re.IGNORECASE):
-            raise ConfigError(f"{key}.sql", reader.source.of(f"{key}.sql"),
-                              "must be a single SELECT (or WITH ... SELECT) query")
+        problem = query_problem(sql, readable, "no pipeline declares")
+        if problem:
+            raise ConfigError(f"{key}.sql", reader.source.of(f"{key}.sql"), problem)
         views.append(ViewSpec(name=name, sql=sql.strip().rstrip(";"),
                               comment=_optional_string(reader, view_section, f"{key}.comment")))
     return CatalogSettings(metastore=metastore, metastore_uris=uris, views=tuple(views))

@@ -104,7 +104,7 @@ RUN_OUTCOMES = TableSpec(
     folder="_monitoring",
 )
 
-# The engine's own tables, in the catalog schemas config.ENGINE_SCHEMAS reserves for them.
+# The engine's own tables, in the catalog schemas pipeline.views.ENGINE_SCHEMAS reserves for them.
 ENGINE_TABLES: tuple[TableSpec, ...] = (
     SILVER_BATCH_METRICS, QUALITY_RESULTS, QUERY_PROGRESS, RUN_OUTCOMES,
 )

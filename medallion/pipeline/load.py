@@ -55,6 +55,7 @@ from medallion.pipeline.model import (
     WindowSpec,
 )
 from medallion.pipeline.types import SqlType, TypeNameError, parse_type, struct_field_names
+from medallion.pipeline.views import ViewSpec
 from medallion.yamlfiles import Origins, read_yaml
 
 PIPELINES_DIR = "pipelines"
@@ -67,7 +68,7 @@ _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
                  SourceFormat.PARQUET: "*.parquet"}
 E = TypeVar("E", bound=Enum)
 
-_TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold"}
+_TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold", "views"}
 _SOURCE_KEYS = {"format", "path", "glob", "header", "schema", "topics", "options", "alternative_to",
                 "active", "bronze"}
 _DOC_KEYS = {"comment", "column_comments", "expectations", "zorder"}
@@ -129,8 +130,9 @@ def parse_pipeline(name: str, tree: Mapping[str, Any], origins: Origins, file: s
     dimensions = tuple(_dimension(reader, n, v) for n, v in reader.entries(tree, "dimensions").items())
     silver = tuple(_silver(reader, n, v) for n, v in reader.entries(tree, "silver").items())
     gold = tuple(_gold(reader, n, v, silver) for n, v in reader.entries(tree, "gold").items())
+    views = tuple(_view(reader, str(n), v) for n, v in reader.mapping(tree, "views", "").items())
     return PipelineSpec(name=name, file=file, watermark=watermark, sources=sources,
-                        dimensions=dimensions, silver=silver, gold=gold,
+                        dimensions=dimensions, silver=silver, gold=gold, views=views,
                         description=reader.text(tree, "description", ""),
                         origins=dict(origins.files))
 
@@ -353,6 +355,13 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
         alternative_to=reader.optional_text(section, "alternative_to", key),
         active=reader.boolean(section, "active", True, key),
     )
+
+
+def _view(reader: _Reader, name: str, value: Any) -> ViewSpec:
+    section = reader.mapping({name: value}, name, "views", {"sql", "comment"}, required=True)
+    sql = reader.text(section, "sql", prefix=f"views.{name}")
+    return ViewSpec(name=name, sql=sql.rstrip(";").strip(),
+                    comment=reader.optional_text(section, "comment", f"views.{name}"))
 
 
 def _dimension(reader: _Reader, name: str, value: Any) -> DimensionSpec:

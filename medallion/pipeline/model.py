@@ -36,6 +36,7 @@ from medallion.pipeline.types import (
     avg_type,
     sum_type,
 )
+from medallion.pipeline.views import ViewSpec
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -627,6 +628,7 @@ class PipelineSpec:
     dimensions: tuple[DimensionSpec, ...] = ()
     silver: tuple[SilverSpec, ...] = ()
     gold: tuple[GoldSpec, ...] = ()
+    views: tuple[ViewSpec, ...] = ()  # catalog views over this pipeline's tables
     description: str = ""
     # dotted key -> the file it came from (a key an overlay set names the overlay)
     origins: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from medallion.pipeline.graph import Flow, FlowKind, PipelineGraph
 from medallion.pipeline.model import DedupScope, Layer, PipelineSpec, TableDecl
+from medallion.pipeline.sql import read_tables
 
 
 def _flow_line(spec: PipelineSpec, flow: Flow) -> str:
@@ -95,6 +96,11 @@ def render_graph(spec: PipelineSpec, graph: PipelineGraph, tables: tuple[TableDe
             lines.append(f"  {dimension.name}: latest row of {source.bronze_key} per {trimmed}"
                          f"{', '.join(dimension.key)} (by {', '.join(dimension.latest_by)} descending)"
                          f"{where}: {', '.join(dimension.columns)}")
+    if spec.views:
+        lines.append("views:")
+        for view in spec.views:
+            reads = read_tables(view.sql)
+            lines.append(f"  {view.name}: reads {', '.join(reads) if reads else '(see its SQL)'}")
     lines.append("edges:")
     lines += [f"  {source} -> {target} ({role.value})" for source, target, role in graph.edges()]
     lines.append("order: " + ", ".join(graph.order))

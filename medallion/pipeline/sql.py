@@ -54,3 +54,15 @@ def _position(node: exp.Expression) -> int:
     if start is None and isinstance(node, exp.Column) and node.parts:
         start = node.parts[0].meta.get("start")
     return int(start) if start is not None else 0
+
+
+def read_tables(query: str) -> tuple[str, ...] | None:
+    """The tables and views a query reads, ``schema.name`` in lower case (unqualified names and
+    the query's own ``WITH`` names left out), sorted; ``None`` when sqlglot cannot parse it
+    (Spark then judges it)."""
+    try:
+        parsed = [p for p in sqlglot.parse(query, dialect=DIALECT) if p is not None]
+    except ParseError:
+        return None
+    return tuple(sorted({f"{table.db}.{table.name}".lower() for tree in parsed
+                         for table in tree.find_all(exp.Table) if table.db}))

@@ -45,6 +45,7 @@ from medallion.pipeline.model import (
 )
 from medallion.pipeline.sql import SqlError, referenced_columns
 from medallion.pipeline.types import SqlType
+from medallion.pipeline.views import name_problem, query_problem
 
 _ZONE_OFFSET = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}:\d{2})$")
 _COLUMN_KWARGS = ("column", "column_A", "column_B")
@@ -135,7 +136,24 @@ def validate(spec: PipelineSpec) -> tuple[PipelineGraph, tuple[TableDecl, ...]]:
     for source in spec.sources:
         check.doc(f"sources.{source.name}.bronze", source.bronze.doc, known[source.bronze_key])
     tables = spec.tables()
+    _check_views(check, spec, tables)
     return graph, tables
+
+
+def _check_views(check: _Checker, spec: PipelineSpec, tables: tuple[TableDecl, ...]) -> None:
+    """A pipeline's views read its own tables (and views); a view over several pipelines' tables
+    goes in ``catalog.views`` of the settings."""
+    names = [table.qualified_name for table in tables]
+    readable = [*names, *(view.name for view in spec.views)]
+    for view in spec.views:
+        key = f"views.{view.name}"
+        problem = name_problem(view.name, names)
+        if problem:
+            raise check.fail(key, problem)
+        problem = query_problem(view.sql, readable, "this pipeline does not declare")
+        if problem:
+            raise check.fail(f"{key}.sql", problem + " (a view over several pipelines' tables "
+                                                    "goes in catalog.views of conf/base.yaml)")
 
 
 def _check_sources(check: _Checker, spec: PipelineSpec) -> None:

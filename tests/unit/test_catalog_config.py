@@ -32,8 +32,10 @@ def test_repo_configuration_has_embedded_catalog_comments_and_daily_views(tmp_pa
     assert doc is not None
     assert doc.column_comments["window_start"] == "Start of the 5-minute window, inclusive (UTC)"
     assert settings.table_doc("quality/results") is None  # the engine's own: tables.py's comment
-    assert [v.name for v in settings.catalog.views] == [
+    # events' daily views are declared with its tables (conf/pipelines/events.yaml)
+    assert [v.name for v in settings.views] == [
         "gold.event_counts_daily", "gold.segment_revenue_daily"]
+    assert settings.catalog.views == ()
     assert settings.thrift.host == "127.0.0.1"
     assert settings.thrift.port == 0
     assert settings.thrift.auth is ThriftAuth.NONE
@@ -57,6 +59,10 @@ def test_views_are_read_and_comments_come_from_a_pipeline_overlay(tmp_path: Path
 catalog:
   views:
     silver.few: {sql: "SELECT * FROM silver.events LIMIT 3;", comment: Three}
+    gold.daily_both:  # over two pipelines' tables, and a view of one of them
+      sql: >-
+        WITH d AS (SELECT day FROM gold.event_counts_daily)
+        SELECT * FROM d JOIN gold.category_revenue_1h r ON d.day = to_date(r.window_start)
 """)
     (conf / "pipelines" / "events.local.yaml").write_text(
         "silver:\n  events:\n    comment: Clean events\n"
@@ -68,6 +74,8 @@ catalog:
     assert (doc.comment, dict(doc.column_comments)) == ("Clean events", {"event_id": "The id"})
     few = [v for v in settings.catalog.views if v.name == "silver.few"][0]
     assert (few.sql, few.comment) == ("SELECT * FROM silver.events LIMIT 3", "Three")
+    assert [v.name for v in settings.views] == [  # the pipelines' first: catalog views read them
+        "gold.event_counts_daily", "gold.segment_revenue_daily", "silver.few", "gold.daily_both"]
 
 
 @pytest.mark.parametrize(("local", "key", "words"), [
@@ -88,6 +96,13 @@ catalog:
      "catalog.views.gold.store_sessions", "a table already has this name"),
     ("catalog: {views: {monitoring.mine: {sql: SELECT 1}}}\n",
      "catalog.views.monitoring.mine", "engine's own tables"),
+    # A view over a table no pipeline declares could never be made: it waited at every run.
+    ("catalog: {views: {gold.x: {sql: SELECT * FROM gold.event_counts_5min}}}\n",
+     "catalog.views.gold.x.sql", "reads gold.event_counts_5min, which no pipeline declares as a "
+     "table or view: the view could never be made"),
+    ("catalog: {views: {gold.event_counts_daily: {sql: SELECT 1}}}\n",
+     "catalog.views.gold.event_counts_daily",
+     "pipeline events declares a view of this name: a catalog name has one declaration"),
     ("thrift: {host: 0.0.0.0}\n", "thrift.host", "loopback only"),
     ("thrift: {host: 10.1.2.3, auth: nosasl}\n", "thrift.host", "loopback only"),
     ("thrift: {host: 10.1.2.3, auth: ldap}\n", "thrift.ldap_url", "required"),
@@ -121,3 +136,15 @@ def test_ldap_with_tls_off_loopback_is_accepted(tmp_path: Path) -> None:
     assert (settings.thrift.host, settings.thrift.auth) == ("10.1.2.3", ThriftAuth.LDAP)
     assert (settings.thrift.tls, settings.thrift.keystore) == (True, str(keystore))
     assert settings.thrift.read_only
+
+
+def test_two_pipelines_may_not_declare_one_view(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "")
+    overlay = conf / "pipelines" / "orders.local.yaml"
+    overlay.write_text("views:\n  gold.event_counts_daily:\n"
+                       "    sql: SELECT * FROM gold.category_revenue_1h\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "l"),
+                      lakehouse=str(tmp_path / "h"))
+    assert (caught.value.key, caught.value.source) == ("views.gold.event_counts_daily", str(overlay))
+    assert "pipeline events declares a view of this name" in str(caught.value)

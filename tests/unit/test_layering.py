@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from medallion.config import ENGINE_SCHEMAS
+from medallion.pipeline.views import ENGINE_SCHEMAS
 from medallion.tables import ENGINE_TABLES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medallion"

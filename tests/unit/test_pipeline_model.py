@@ -348,6 +348,8 @@ def test_rendering_lists_tables_flows_and_edges(events: PipelineSpec) -> None:
         "mode update, MERGE on window_start, window_end, segment",
         "  bronze/customers -> silver/events (lookup)",
         "  silver/events -> gold/segment_revenue_1h (stream)",
+        "views:\n  gold.event_counts_daily: reads gold.event_counts_5m\n"
+        "  gold.segment_revenue_daily: reads gold.segment_revenue_1h\nedges:",
     ):
         assert expected in text
 

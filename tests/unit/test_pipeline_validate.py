@@ -14,6 +14,7 @@ from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import PipelineSpec
 from medallion.pipeline.validate import validate
+from medallion.pipeline.views import ViewSpec
 
 EVENTS = Path(__file__).resolve().parents[2] / "conf" / "pipelines" / "events.yaml"
 Tree = dict[str, Any]
@@ -324,3 +325,37 @@ def test_a_struct_field_name_delta_cannot_hold_is_refused(tmp_path: Path, events
     place = next(c for c in _load(tmp_path).silver[0].columns if c.name == "place")
     assert str(place.type) == "STRUCT<`floor-no`: INT>"
 
+
+@pytest.mark.parametrize(("view", "body", "key", "words"), [
+    ("daily", {"sql": "SELECT 1"}, "views.daily", "not a catalog name like gold.event_counts_daily"),
+    ("gold.user_sessions", {"sql": "SELECT 1"}, "views.gold.user_sessions",
+     "a table already has this name"),
+    ("quality.mine", {"sql": "SELECT 1"}, "views.quality.mine", "engine's own tables"),
+    ("gold.x", {"sql": "DELETE FROM gold.user_sessions"}, "views.gold.x.sql", "single SELECT"),
+    ("gold.x", {"sql": "SELECT * FROM gold.category_revenue_1h"}, "views.gold.x.sql",  # orders'
+     "reads gold.category_revenue_1h, which this pipeline does not declare as a table or view: "
+     "the view could never be made (a view over several pipelines' tables goes in catalog.views "
+     "of conf/base.yaml)"),
+    ("gold.x", {"comment": "no query"}, "views.gold.x.sql", "required"),
+    ("gold.x", {"sql": "SELECT 1", "owner": "me"}, "views.gold.x.owner", "unknown key"),
+])
+def test_a_view_a_pipeline_cannot_have_is_refused(tmp_path: Path, events_tree: Tree, view: str,
+                                                  body: dict[str, str], key: str,
+                                                  words: str) -> None:
+    def change(tree: Tree) -> None:
+        tree["views"][view] = body
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, key, _file(tmp_path))
+    assert words in str(error)
+
+
+def test_a_pipeline_view_reads_its_tables_and_views(tmp_path: Path, events_tree: Tree) -> None:
+    tree = copy.deepcopy(events_tree)
+    tree["views"]["gold.weekly"] = {
+        "sql": "WITH d AS (SELECT * FROM gold.event_counts_daily) "
+               "SELECT * FROM d JOIN silver.events_quarantine q ON true;", "comment": "Weekly"}
+    _write(tmp_path, "events", tree)
+    assert _load(tmp_path).views[-1] == ViewSpec(
+        "gold.weekly", "WITH d AS (SELECT * FROM gold.event_counts_daily) "
+        "SELECT * FROM d JOIN silver.events_quarantine q ON true", "Weekly")
