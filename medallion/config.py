@@ -1152,7 +1152,8 @@ def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings,
             raise ConfigError(key, reader.source.of(key), problem)
         if name in declared_views:
             raise ConfigError(key, reader.source.of(key), f"pipeline {declared_views[name].name} "
-                              "declares a view of this name: a catalog name has one declaration")
+                              "declares a view of this name: a catalog name has one declaration "
+                              f"(remove this one, or rename it; {declared_views[name].file})")
         view_section = reader.section_of(views_section, key, {"sql", "comment"}, name)
         sql = reader.string(view_section, f"{key}.sql")
         problem = query_problem(sql, readable, "no pipeline declares")
