@@ -308,9 +308,41 @@ def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
     elif kind.is_timestamp or kind.name == "DATE":
         value = _from_text(F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string")),
                            column)
-    else:  # arrays, maps, structs: Spark's own conversion of the JSON value
-        value = F.try_variant_get(raw, "$", str(kind))
+    else:  # arrays, maps, structs: Spark's own conversion, kept when nothing inside was lost
+        converted = F.try_variant_get(raw, "$", str(kind))
+        value = F.when(~_lost_inside(raw, converted, kind), converted)
     return value, _absent(json_type)
+
+
+def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
+    """Whether a JSON value (a VARIANT) lost something in its conversion to ``kind``: a value
+    present (not JSON null) that became null, or one of another JSON type than its declared type
+    takes (text needs a string, a number a number, a boolean a boolean), at any depth. Spark's
+    conversion of a struct, array or map sets what does not convert inside it to null (a string
+    in a DOUBLE field) and turns numbers into text: the rule for a top-level value holds inside."""
+    present = raw.isNotNull() & ~F.is_variant_null(raw)
+    json_type = F.schema_of_variant(raw)
+    lost = converted.isNull()
+    if kind.is_string:
+        lost = lost | (json_type != "STRING")
+    elif kind.is_numeric:
+        lost = lost | ~json_type.rlike(_NUMERIC_JSON)
+    elif kind.name == "BOOLEAN":
+        lost = lost | (json_type != "BOOLEAN")
+    elif kind.name == "STRUCT":
+        for name, field_kind in zip(kind.fields, kind.args, strict=True):
+            inner = F.try_variant_get(raw, "$['" + name.replace("'", "\\'") + "']", "variant")
+            lost = lost | _lost_inside(inner, converted.getField(name), field_kind)
+    elif kind.name == "ARRAY":
+        elements = F.try_variant_get(raw, "$", "ARRAY<VARIANT>")
+        lost = lost | F.exists(F.zip_with(elements, converted, lambda r, c: _lost_inside(
+            r, c, kind.args[0])), lambda each: each)
+    elif kind.name == "MAP" and kind.args[0].is_string:  # JSON objects: text keys
+        entries = F.try_variant_get(raw, "$", "MAP<STRING,VARIANT>")
+        lost = lost | F.exists(F.map_values(F.map_zip_with(entries, converted, lambda _, r, c:
+                                                           _lost_inside(r, c, kind.args[1]))),
+                               lambda each: each)
+    return present & F.coalesce(lost, F.lit(True))
 
 
 def _column_value(silver: SilverSpec, column: ColumnSpec,

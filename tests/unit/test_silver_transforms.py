@@ -4,8 +4,10 @@ hand-written silver of the first version enforced)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -398,3 +400,53 @@ def test_enrichment_misses_get_the_unknown_segment(spark: SparkSession) -> None:
         "ingested_at TIMESTAMP",
     )
     assertDataFrameEqual(events.transform(enrich_with_customers(customers)), expected)
+
+
+NESTED = """
+sources:
+  readings: {format: json_lines, path: readings, bronze: {table: readings}}
+silver:
+  readings:
+    input: bronze/readings
+    parse: json
+    columns:
+      id: {type: STRING, required: true}
+      flags: ARRAY<STRING>
+      attrs: MAP<STRING,INT>
+      position: "STRUCT<lat: DOUBLE, `lon-e`: DOUBLE, tags: ARRAY<BOOLEAN>>"
+    dedup: {key: [id]}
+"""
+
+
+def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Before, Spark's conversion of a nested value set what did not convert to null (a string
+    where a DOUBLE is declared) and turned numbers into text, and the row passed as valid."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "nested.yaml").write_text(NESTED, encoding="utf-8")
+    (nested,) = load_pipelines(tmp_path, "local")
+    validate(nested)
+    parse = compile_silver(nested, nested.silver[0]).parse
+    good = {"flags": ["a"], "attrs": {"fw": 2}, "position": {"lat": 1.5, "lon-e": 2, "tags": [True]}}
+    lines = {
+        "good": good,
+        "absent-and-null-inside": {"flags": [None], "attrs": {"fw": None},
+                                   "position": {"lat": None, "extra": "x"}},
+        "number-in-text-array": {**good, "flags": ["a", 1]},
+        "text-in-int-map": {**good, "attrs": {"fw": "2"}},
+        "int-map-overflow": {**good, "attrs": {"fw": 2**40}},
+        "text-in-double-field": {**good, "position": {"lat": "north"}},
+        "number-in-boolean-array-in-struct": {**good, "position": {"tags": [True, 0]}},
+        "text-for-array": {**good, "flags": "a,b"},
+    }
+    rows = bronze(spark, *(json.dumps({"id": key, **value}) for key, value in lines.items())
+                  ).transform(parse).collect()
+    assert {r["id"]: list(r["reasons"]) for r in rows} == {
+        "good": [], "absent-and-null-inside": [],
+        "number-in-text-array": ["invalid_flags"], "text-in-int-map": ["invalid_attrs"],
+        "int-map-overflow": ["invalid_attrs"], "text-in-double-field": ["invalid_position"],
+        "number-in-boolean-array-in-struct": ["invalid_position"],
+        "text-for-array": ["invalid_flags"]}
+    kept = next(r for r in rows if r["id"] == "good")
+    assert (kept["flags"], kept["attrs"], kept["position"].asDict(recursive=True)) == (
+        ["a"], {"fw": 2}, {"lat": 1.5, "lon-e": 2.0, "tags": [True]})
