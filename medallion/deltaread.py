@@ -185,12 +185,33 @@ def arrow_table(stream: Any) -> pa.Table:
     import pyarrow as pa
 
     table = pa.RecordBatchReader.from_stream(stream).read_all()
-    # delta-rs's engine hands out string and binary views, which pyarrow cannot sort yet.
-    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    # delta-rs's engine hands out string and binary views, also inside structs, arrays and maps,
+    # which pyarrow cannot sort nor take rows of yet.
     for i, f in enumerate(table.schema):
-        if f.type in plain:
-            table = table.set_column(i, f.with_type(plain[f.type]), table.column(i).cast(plain[f.type]))
+        plain = _without_views(f.type)
+        if plain != f.type:
+            table = table.set_column(i, f.with_type(plain), table.column(i).cast(plain))
     return table
+
+
+def _without_views(of: pa.DataType) -> pa.DataType:
+    """``of`` with each string or binary view in it, at any depth, a plain string or binary."""
+    import pyarrow as pa
+
+    if of == pa.string_view():
+        return pa.string()
+    if of == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_struct(of):
+        return pa.struct([of.field(i).with_type(_without_views(of.field(i).type))
+                          for i in range(of.num_fields)])
+    if pa.types.is_map(of):
+        return pa.map_(_without_views(of.key_type), of.item_field.with_type(
+            _without_views(of.item_type)))
+    if pa.types.is_list(of) or pa.types.is_large_list(of):
+        item = of.value_field.with_type(_without_views(of.value_type))
+        return pa.list_(item) if pa.types.is_list(of) else pa.large_list(item)
+    return of
 
 
 def to_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -309,9 +330,13 @@ def read_rows(table: DeltaTable, columns: Sequence[str], name: str = "",
 
 def sorted_head(table: DeltaTable, columns: Sequence[str], order: Sequence[str], limit: int,
                 name: str = "") -> tuple[list[dict[str, Any]], bool]:
-    """The first ``limit`` rows ordered by ``order`` (ascending, nulls first, as Spark's ORDER BY),
-    and whether there were more."""
+    """The first ``limit`` rows ordered by ``order`` (ascending, nulls first, as Spark's ORDER BY;
+    a struct, array or map among them, which Arrow cannot sort by, is passed over), and whether
+    there were more."""
+    from pyarrow.types import is_nested
+
     scanned = read_columns(table, columns, name)
-    ordered = scanned.sort_by([(c, "ascending", "at_start") for c in order])
+    sortable = [c for c in order if not is_nested(scanned.schema.field(c).type)]
+    ordered = scanned.sort_by([(c, "ascending", "at_start") for c in sortable])
     limit = max(limit, 0)
     return to_rows(ordered.slice(0, limit)), scanned.num_rows > limit

@@ -16,7 +16,13 @@ from deltalake import DeltaTable, write_deltalake
 
 from medallion.cli import main
 from medallion.config import S3Settings, Settings
-from medallion.deltaread import DeltaReader, DeltaReadError, delta_location, table_facts
+from medallion.deltaread import (
+    DeltaReader,
+    DeltaReadError,
+    delta_location,
+    sorted_head,
+    table_facts,
+)
 from medallion.grid import show_string
 from medallion.quality.summary import summarise
 from medallion.status import collect_status, format_status, state_bytes
@@ -227,3 +233,18 @@ def test_an_unreachable_s3_endpoint_is_one_line_not_an_empty_lakehouse(
     assert re.match(r"[a-z_]+/[a-z_]+: cannot read the Delta log: .*Connection refused", message)
     assert "127.0.0.1:1" in message and "\n" not in message
     assert "not-a-real-secret" not in message
+
+
+def test_the_first_rows_of_a_table_with_a_struct_among_its_first_columns(tmp_path: Path) -> None:
+    """`medallion show` orders by a gold table's first three columns: one grouped by a struct
+    (a declared STRUCT column) crashed, since Arrow can neither sort by a struct nor take rows of
+    the string views delta-rs hands out inside it."""
+    place = pa.struct([("site", pa.string()), ("floor", pa.int32())])
+    write_deltalake(str(tmp_path / "t"), pa.Table.from_pydict({
+        "day": [3, 1, 2], "place": pa.array([{"site": "B", "floor": 1}, {"site": "A", "floor": 2},
+                                             None], place),
+        "tags": [["x"], [], None], "n": [30, 10, 20]}))
+    rows, more = sorted_head(DeltaTable(str(tmp_path / "t")), ["day", "place", "tags", "n"],
+                             ["place", "tags", "n"], 2)
+    assert (rows, more) == ([{"day": 1, "place": {"site": "A", "floor": 2}, "tags": [], "n": 10},
+                             {"day": 2, "place": None, "tags": None, "n": 20}], True)
