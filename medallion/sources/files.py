@@ -109,17 +109,71 @@ def shown_header(found: list[str], limit: int = 120) -> str:
 
 
 # Kinds of values whose Parquet encodings Spark's reader never converts one into another: a
-# file's column of another kind than the declared one fails the query that reads it. Within a
-# kind (an INT32 column declared BIGINT, say), the reader decides, as it widens some and not others.
+# file's column of another kind than the declared one fails the query that reads it.
 _KINDS: tuple[tuple[type[DataType] | tuple[type[DataType], ...], str], ...] = (
     ((StringType, BinaryType), "text"), (NumericType, "number"), (BooleanType, "boolean"),
     ((DateType, TimestampType, TimestampNTZType), "date or time"), (StructType, "struct"),
     (ArrayType, "array"), (MapType, "map"))
+_INT32 = (ByteType, ShortType, IntegerType)  # the integers Parquet keeps as INT32
+_INTEGRAL = (*_INT32, LongType)
 
 
 def _kind(data_type: DataType) -> str:
     return next((kind for types, kind in _KINDS if isinstance(data_type, types)),
                 data_type.simpleString())
+
+
+def _integer_digits(of: DecimalType) -> int:
+    return of.precision - of.scale
+
+
+def _number_reads_as(found: DataType, declared: DataType) -> bool:
+    """Whether Spark's Parquet reader (its vectorized one, the default) reads a file's number
+    column of type ``found`` as ``declared``: it widens (an INT32 to any integer, DOUBLE or a
+    DECIMAL with 10 integer digits; an INT64 to a DECIMAL with 20; a FLOAT to DOUBLE; a DECIMAL
+    to one with as many integer digits and as many decimals or more), and never narrows a BIGINT
+    to INT, a DOUBLE to FLOAT, or a number to a DECIMAL too small for it."""
+    if found == declared:
+        return True
+    if isinstance(found, _INT32):
+        return isinstance(declared, (*_INTEGRAL, DoubleType)) or (
+            isinstance(declared, DecimalType) and _integer_digits(declared) >= 10)
+    if isinstance(found, LongType):
+        return isinstance(declared, DecimalType) and _integer_digits(declared) >= 20
+    if isinstance(found, FloatType):
+        return isinstance(declared, DoubleType)
+    if isinstance(found, DecimalType) and isinstance(declared, DecimalType):
+        return (declared.scale >= found.scale
+                and _integer_digits(declared) >= _integer_digits(found))
+    return False
+
+
+def _misfit(found: DataType, declared: DataType, name: str) -> str | None:
+    """Why Spark's Parquet reader cannot read a file's column ``name`` of type ``found`` as
+    ``declared`` (the innermost field that does not fit, by its dotted name), or None."""
+    said = f"{name} is {found.simpleString().upper()}, declared {declared.simpleString().upper()}"
+    if _kind(found) != _kind(declared):
+        return said
+    if isinstance(found, StructType) and isinstance(declared, StructType):
+        fields = {field.name.lower(): field for field in found.fields}
+        for field in declared.fields:  # a field the file lacks is read as null
+            there = fields.get(field.name.lower())
+            why = there and _misfit(there.dataType, field.dataType, f"{name}.{there.name}")
+            if why:
+                return why
+        return None
+    if isinstance(found, ArrayType) and isinstance(declared, ArrayType):
+        return _misfit(found.elementType, declared.elementType, f"{name}[]")
+    if isinstance(found, MapType) and isinstance(declared, MapType):
+        return (_misfit(found.keyType, declared.keyType, f"{name} key")
+                or _misfit(found.valueType, declared.valueType, f"{name} value"))
+    if _kind(found) == "number" and not _number_reads_as(found, declared):
+        return said
+    if isinstance(found, DateType) and isinstance(declared, TimestampType):
+        return said  # a DATE is read as TIMESTAMP_NTZ, not as an instant
+    if isinstance(declared, DateType) and not isinstance(found, DateType):
+        return said  # a time is not read as a DATE
+    return None
 
 
 _SIMPLE: dict[str, DataType] = {
@@ -168,14 +222,14 @@ def declared_schema(source: SourceSpec) -> StructType:
 def parquet_misfits(found: StructType, declared: StructType) -> tuple[list[str], list[str]]:
     """How a Parquet file's columns (``found``) fit a source's declared ones, names compared as
     Spark's reader compares them, without case: the declared columns the file lacks (read as
-    null), and a description of each column of another kind, which the reader cannot read."""
+    null), and a description of each column the reader cannot read as declared (another kind of
+    value, or a number or time it does not convert; see :func:`_number_reads_as`)."""
     columns = {column.name.lower(): column for column in found.fields}
     missing, unreadable = [], []
     for column in declared.fields:
         there = columns.get(column.name.lower())
         if there is None:
             missing.append(column.name)
-        elif _kind(there.dataType) != _kind(column.dataType):
-            unreadable.append(f"{there.name} is {there.dataType.simpleString().upper()}, "
-                              f"declared {column.dataType.simpleString().upper()}")
+        elif why := _misfit(there.dataType, column.dataType, there.name):
+            unreadable.append(why)
     return missing, unreadable

@@ -15,6 +15,7 @@ import shutil
 import sys
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from medallion.landing import LandingError, refuse_misfit
 from medallion.pipeline.model import Field
 from medallion.pipeline.types import parse_type
 from medallion.runner import Layer, run_pipeline
-from medallion.sources.files import declared_schema
+from medallion.sources.files import arrow_columns, declared_schema, parquet_misfits
 from tests.conf_support import copy_base_conf
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
@@ -359,6 +360,56 @@ def test_a_declared_parquet_schema_is_the_one_spark_parses_from_its_ddl(
                                  schema=fields)
     ddl = ", ".join(field.ddl() for field in fields)
     assert declared_schema(source) == StructType.fromDDL(ddl)
+
+
+# Parquet columns as pyarrow writes them (pandas' integers are INT64), and declared types, each
+# with its kind of value.
+FILE_COLUMNS = {
+    "INT16": (pa.array([1], pa.int16()), "number"), "INT32": (pa.array([1], pa.int32()), "number"),
+    "INT64": (pa.array([1], pa.int64()), "number"),
+    "FLOAT": (pa.array([1.5], pa.float32()), "number"),
+    "DOUBLE": (pa.array([1.5], pa.float64()), "number"),
+    "DECIMAL(10,2)": (pa.array([Decimal("1.50")], pa.decimal128(10, 2)), "number"),
+    "DECIMAL(5,0)": (pa.array([Decimal("1")], pa.decimal128(5, 0)), "number"),
+    "DATE": (pa.array([date(2025, 1, 1)], pa.date32()), "time"),
+    "TIMESTAMP": (pa.array([datetime(2025, 1, 1)], pa.timestamp("us", tz="UTC")), "time"),
+    "TIMESTAMP_NTZ": (pa.array([datetime(2025, 1, 1)], pa.timestamp("us")), "time"),
+    "STRUCT<n: BIGINT>": (pa.array([{"n": 1}], pa.struct([("n", pa.int64())])), "struct"),
+}
+DECLARED = {**{t: "number" for t in ("TINYINT", "INT", "BIGINT", "FLOAT", "DOUBLE",
+                                     "DECIMAL(10,2)", "DECIMAL(12,2)", "DECIMAL(10,4)",
+                                     "DECIMAL(38,0)")},
+            **{t: "time" for t in ("DATE", "TIMESTAMP", "TIMESTAMP_NTZ")},
+            "STRUCT<n: INT>": "struct", "STRUCT<n: BIGINT>": "struct"}
+
+
+def test_the_footer_check_refuses_what_spark_s_reader_cannot_read_within_a_kind(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Bronze's footer check and `medallion land` hold Spark's Parquet reader's conversions (it
+    widens numbers, never narrows them: before, a file's INT64, as pandas writes integers, failed
+    the batch of a column declared INT, and every run after it). Within a kind of value they
+    must refuse exactly what this Spark's reader refuses; across kinds, even what it reads (a
+    DATE as a number of days in an INT)."""
+    heads = FileHeads(spark, str(tmp_path))
+    disagree = []
+    for index, (written, (column, kind)) in enumerate(FILE_COLUMNS.items()):
+        path = tmp_path / f"file-{index}.parquet"
+        pq.write_table(pa.table({"c": column}), path)
+        spark_sees = heads.parquet_schema(str(path))
+        pyarrow_sees, _ = arrow_columns(pq.read_schema(path))
+        for declared_type, declared_kind in DECLARED.items():
+            declared = StructType.fromDDL(f"c {declared_type}")
+            try:
+                spark.read.schema(declared).parquet(str(path)).collect()
+                read = True
+            except Exception:  # noqa: BLE001 - the reader refuses with several kinds of error
+                read = False
+            expected = read and kind == declared_kind
+            for seen_by, seen in (("Spark", spark_sees), ("pyarrow", pyarrow_sees)):
+                if (parquet_misfits(seen, declared)[1] == []) != expected:
+                    disagree.append(f"{written} declared {declared_type} (footer read by "
+                                    f"{seen_by}): Spark reads it: {read}")
+    assert disagree == []
 
 
 def test_a_landing_file_first_line_is_read_decompressed_as_spark_reads_it(

@@ -91,18 +91,26 @@ def test_a_parquet_file_fits_the_declared_columns_unless_a_column_holds_another_
     declared = StructType([StructField("id", StringType()), StructField("n", LongType()),
                            StructField("at", TimestampType()), StructField("tags", ArrayType(
                                StringType())), StructField("note", StringType())])
-    # Names without case; within a kind the reader decides (an INT column declared BIGINT, a
+    # Names without case; what the reader converts (an INT column declared BIGINT, a
     # TIMESTAMP_NTZ declared TIMESTAMP, text stored as BINARY); extra columns are not read.
     fits = StructType([StructField("ID", BinaryType()), StructField("n", IntegerType()),
                        StructField("at", TimestampNTZType()),
-                       StructField("tags", ArrayType(IntegerType())),
+                       StructField("tags", ArrayType(BinaryType())),
                        StructField("note", StringType()), StructField("extra", DateType())])
     assert parquet_misfits(fits, declared) == ([], [])
     misfits = StructType([StructField("id", LongType()), StructField("n", StringType()),
                           StructField("at", DateType()), StructField("tags", StringType())])
     assert parquet_misfits(misfits, declared) == (["note"], [
         "id is BIGINT, declared STRING", "n is STRING, declared BIGINT",
-        "tags is STRING, declared ARRAY<STRING>"])
+        "at is DATE, declared TIMESTAMP", "tags is STRING, declared ARRAY<STRING>"])
+    # Inside arrays, maps and structs too, named by the field that does not fit.
+    nested = StructType([StructField("n", LongType()), StructField("tags", ArrayType(LongType())),
+                         StructField("at", TimestampType())])
+    assert parquet_misfits(nested, StructType([
+        StructField("n", IntegerType()), StructField("tags", ArrayType(StringType())),
+        StructField("at", DateType())])) == ([], [
+            "n is BIGINT, declared INT", "tags[] is BIGINT, declared STRING",
+            "at is TIMESTAMP, declared DATE"])
     assert parquet_misfits(StructType([StructField("n", BooleanType())]), declared) == (
         ["id", "at", "tags", "note"], ["n is BOOLEAN, declared BIGINT"])
 
