@@ -593,6 +593,18 @@ COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql
             "backfill": _backfill, "report": _report}
 
 
+# log4j's levels, the most verbose first
+_JVM_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+
+
+def _jvm_log_level(configured: str, verbose: int) -> str:
+    """What the JVM logs to the terminal: its errors with ``-v`` (the stack traces of a failed
+    batch), its warnings with ``-vv`` (``spark.log_level``). Without ``-v``, only what is fatal:
+    a failure is reported once, in medallion's own line, with its cause."""
+    quietest = "FATAL" if verbose == 0 else "ERROR"
+    return max(configured, quietest, key=_JVM_LEVELS.index)
+
+
 def configure_logging(verbose: int) -> None:
     """Log lines to stderr, once, in the entry point; every line redacted of secrets.
 
@@ -606,7 +618,8 @@ def configure_logging(verbose: int) -> None:
         level=(logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    # py4j logs a batch function's failure with its traceback, as the JVM does: for -v
+    logging.getLogger("py4j").setLevel(logging.WARNING if verbose else logging.CRITICAL)
     # Great Expectations logs each parsed suite parameter at INFO; job logs keep its warnings.
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
@@ -633,9 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast
         if getattr(args, "pipeline", None):
             settings = settings.only(args.pipeline)
-        if args.verbose < 2 and settings.spark.log_level in ("WARN", "INFO", "DEBUG", "TRACE", "ALL"):
-            # the JVM's warnings are for -vv; a failure is still reported, with its cause
-            settings = replace(settings, spark=replace(settings.spark, log_level="ERROR"))
+        if args.verbose < 2:
+            settings = replace(settings, spark=replace(settings.spark, log_level=_jvm_log_level(
+                settings.spark.log_level, args.verbose)))
         if gated:
             from medallion.quality.spec import check_expectations
             from medallion.spark import start_jvm_ahead

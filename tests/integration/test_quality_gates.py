@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -200,6 +201,11 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
     assert "'amount_at_most'" in message and "1 of 4 rows unexpected (e.g. 5000.0)" in message
     for bar in ("Calculating Metrics", "it/s]", "[Stage "):
         assert bar not in done.stderr + done.stdout
+    # Said once, in medallion's words: before, py4j's traceback of the batch function and the
+    # JVM's stack traces of the failed query followed the warning (about 90 lines; -v shows them).
+    noise = [line for line in done.stderr.splitlines() if line.strip() and not re.match(
+        r"\d{4}-\d\d-\d\d [\d:,]+ WARNING medallion[.\w]*: |medallion: failed: ", line)]
+    assert noise == [], done.stderr[-3000:]
 
     silver_path = SILVER_EVENTS.path(base)
     checkpoint = SILVER_EVENTS.checkpoint(base)
