@@ -1093,7 +1093,6 @@ def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...
     return specs
 
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXTERNAL_METASTORE_CONF = ("spark.hadoop.hive.metastore.uris",
                             "spark.hadoop.javax.jdo.option.ConnectionURL")
 
@@ -1114,14 +1113,6 @@ def _optional_string(reader: _Reader, section: Mapping[str, Any], key: str) -> s
     if value is None:
         return None
     return reader.string(section, key)
-
-
-def _qualified_name(reader: _Reader, key: str, name: Any) -> str:
-    parts = str(name).split(".")
-    if len(parts) != 2 or not all(_IDENTIFIER.match(p) for p in parts):
-        raise ConfigError(key, reader.source.of(key),
-                          f"{name!r} is not a catalog name like gold.event_counts_daily")
-    return str(name)
 
 
 def _catalog_settings(reader: _Reader, paths: Paths, spark: SparkSettings,

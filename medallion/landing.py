@@ -182,7 +182,8 @@ def _parquet_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
 def refuse_misfit(path: Path, source: SourceSpec, settings: Settings) -> None:
     """Refuse a file whose columns the source cannot read as declared, as the run that reads it
     would (a CSV header other than the declared one; a Parquet file that is not Parquet, or has a
-    column of another kind of value): landed, it would stop every run until it is moved out."""
+    column the reader cannot read as declared): landed, it would stop every run until it is
+    moved out."""
     pipeline = next(p for p in settings.pipelines if source in p.sources)
     where = f"conf/pipelines/{pipeline.name}.yaml"
     if source.format is SourceFormat.CSV:
