@@ -34,10 +34,13 @@ def cell(value: Any) -> str:
         return format(value, "f")
     if isinstance(value, bytes):
         return "[" + " ".join(f"{b:02X}" for b in value) + "]"
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        # a map, as Arrow gives it: its (key, value) pairs
+        return "{" + ", ".join(f"{cell(k)} -> {cell(v)}" for k, v in value) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(cell(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{cell(k)} -> {cell(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, dict):  # a struct: its values, as Spark shows one
+        return "{" + ", ".join(cell(v) for v in value.values()) + "}"
     return str(value).translate(_ESCAPES)
 
 

@@ -6,6 +6,7 @@ import io
 import json
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -58,3 +59,25 @@ def test_table_format_prints_every_row_up_to_the_limit(spark: SparkSession) -> N
     assert lines[3].split("|")[1:-1] == ["2025-01-27 10:00:00", "view      ", "2          ",
                                          "0.0000      "]
     assert len(lines) == 6  # border, header, border, two rows, border
+
+
+def test_show_prints_structs_maps_and_arrays_as_spark_shows_them(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """`medallion show` reads gold tables with delta-rs: a table grouped by a declared STRUCT
+    column crashed it, and a struct printed as a map."""
+    from deltalake import DeltaTable
+
+    from medallion.deltaread import sorted_head
+    from medallion.grid import show_string
+
+    frame = spark.sql(
+        "SELECT * FROM VALUES "
+        "(named_struct('site', 'B', 'floor', 1), map('fw', 2), array(1, 2), "
+        "array(named_struct('a', 'x')), 2), "
+        "(named_struct('site', 'A', 'floor', NULL), map('fw', 1, 'hw', 3), array(), "
+        "array(), 1) AS t(place, attrs, tags, parts, n)")
+    frame.write.format("delta").save(str(tmp_path / "t"))
+    columns = frame.columns
+    rows, more = sorted_head(DeltaTable(str(tmp_path / "t")), columns, ["place", "attrs", "n"], 5)
+    spark_shows = frame.orderBy("n")._jdf.showString(5, 0, False)
+    assert show_string(columns, [[row[c] for c in columns] for row in rows], more) == spark_shows
