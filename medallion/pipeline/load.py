@@ -239,14 +239,17 @@ class _Reader:
                              f"{', '.join(str(e.value) for e in enum)}") from None
 
     def duration(self, section: Mapping[str, Any], key: str, default: str | None = None,
-                 prefix: str = "") -> str:
-        """A Spark duration such as ``5 minutes``."""
+                 prefix: str = "", positive: bool = False) -> str:
+        """A Spark duration such as ``5 minutes`` (``positive``: not zero, as a window's size,
+        slide or gap, which Spark refuses only once the query starts)."""
         dotted = self._join(prefix, key)
         text = self.text(section, key, default, prefix)
         try:
-            parse_duration_seconds(text, dotted, self.file)
+            seconds = parse_duration_seconds(text, dotted, self.file)
         except ConfigError:
             raise self.error(dotted, f"{text!r} is not a duration like '5 minutes'") from None
+        if positive and seconds == 0:
+            raise self.error(dotted, f"{text!r}: must be longer than zero")
         return text
 
     def sql_type(self, value: Any, key: str) -> SqlType:
@@ -336,15 +339,29 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
     if section.get("schema") is not None and kind is not SourceFormat.PARQUET:
         raise reader.error(f"{key}.schema", "only a Parquet source declares its schema")
     header = reader.names(section, "header", key) if kind is SourceFormat.CSV else ()
+    for index, column in enumerate(header):
+        if _NOT_IN_DELTA_NAMES.search(column):  # bronze's columns: the header's names
+            raise reader.error(f"{key}.header.{index}", f"{column!r} holds a character a Delta "
+                               "table's column names cannot (a space or one of ,;{}()=, a tab or "
+                               "a line break); a header is a list: [a, b, c]")
     schema: tuple[Field, ...] = ()
     if kind is SourceFormat.PARQUET:
-        schema = tuple(Field(c, reader.sql_type(t, f"{key}.schema.{c}"))
+        schema = tuple(Field(str(c), reader.sql_type(t, f"{key}.schema.{c}"))
                        for c, t in reader.mapping(section, "schema", key, required=True).items())
+        for field in schema:
+            if _NOT_IN_DELTA_NAMES.search(field.name):
+                raise reader.error(f"{key}.schema.{field.name}", f"{field.name!r} holds a "
+                                   "character a Delta table's column names cannot (a space or "
+                                   "one of ,;{}()=, a tab or a line break)")
     topics = reader.names(section, "topics", key) if not files else ()
     for index, topic in enumerate(topics):
         if not _TOPIC.match(topic):
             raise reader.error(f"{key}.topics.{index}", f"{topic!r} is not a Kafka topic name")
     options = reader.mapping(section, "options", key)
+    for option, setting in options.items():
+        if not isinstance(setting, (str, int, float, bool)):
+            raise reader.error(f"{key}.options.{option}", "a reader option is a string, a number "
+                               f"or a boolean, got {setting!r}")
     return SourceSpec(
         name=name, format=kind,
         bronze=BronzeSpec(table=table, doc=reader.doc(bronze, f"{key}.bronze", f"bronze/{table}")),
@@ -465,8 +482,8 @@ def _window(reader: _Reader, section: Mapping[str, Any], key: str, default_colum
             raise reader.error(f"{key}.{part}", f"required for a {kind.value} window")
         if part not in needs and section.get(part) is not None:
             raise reader.error(f"{key}.{part}", f"a {kind.value} window has no {part}")
-    size, slide, gap = (reader.duration(section, p, prefix=key) if p in needs else None
-                        for p in ("size", "slide", "gap"))
+    size, slide, gap = (reader.duration(section, p, prefix=key, positive=True) if p in needs
+                        else None for p in ("size", "slide", "gap"))
     longer = size and slide and (parse_duration_seconds(slide, key, reader.file)
                                  > parse_duration_seconds(size, key, reader.file))
     if longer:
@@ -544,7 +561,7 @@ def _join_gold(reader: _Reader, name: str, section: Mapping[str, Any], source: s
     join_key = f"{key}.join"
     spec = JoinSpec(input=reader.text(join, "input", prefix=join_key),
                     equal=reader.names(join, "equal", join_key),
-                    within=reader.duration(join, "within", prefix=join_key),
+                    within=reader.duration(join, "within", prefix=join_key, positive=True),
                     kind=reader.choice(join, "kind", JoinKind, join_key, JoinKind.LEFT_OUTER),
                     filter=reader.optional_text(join, "filter", join_key))
     select = []

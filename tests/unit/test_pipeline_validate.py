@@ -359,3 +359,31 @@ def test_a_pipeline_view_reads_its_tables_and_views(tmp_path: Path, events_tree:
     assert _load(tmp_path).views[-1] == ViewSpec(
         "gold.weekly", "WITH d AS (SELECT * FROM gold.event_counts_daily) "
         "SELECT * FROM d JOIN silver.events_quarantine q ON true", "Weekly")
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    # A header written as one string is one column, named "a,b,c": Delta refused it at the run.
+    (lambda t: t["sources"]["customers"].update(header="customer_id,customer_name,segment"),
+     "sources.customers.header.0", "'customer_id,customer_name,segment' holds a character a "
+     "Delta table's column names cannot"),
+    (lambda t: t["sources"]["customers"].update(header=["customer_id", "customer name"]),
+     "sources.customers.header.1", "'customer name' holds a character"),
+    (lambda t: t["sources"].update(stores={"format": "parquet", "path": "stores", "schema": {
+        "store id": "STRING"}, "bronze": {"table": "stores"}}),
+     "sources.stores.schema.store id", "'store id' holds a character"),
+    (lambda t: t["sources"]["customers"].update(options={"sep": [";"]}),
+     "sources.customers.options.sep", "a reader option is a string, a number or a boolean"),
+    # Spark refuses a window of no length only once the query starts.
+    (lambda t: t["gold"]["event_counts_5m"]["window"].update(size="0 minutes"),
+     "gold.event_counts_5m.window.size", "'0 minutes': must be longer than zero"),
+    (lambda t: t["gold"]["user_sessions"]["window"].update(gap="0 seconds"),
+     "gold.user_sessions.window.gap", "must be longer than zero"),
+    (lambda t: t["gold"]["purchase_attribution"]["join"].update(within="0 minutes"),
+     "gold.purchase_attribution.join.within", "must be longer than zero"),
+])
+def test_a_source_or_window_spark_or_delta_would_refuse_at_the_run_is_refused(
+        tmp_path: Path, events_tree: Tree, change: Callable[[Tree], None], key: str,
+        words: str) -> None:
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, key, _file(tmp_path))
+    assert words in str(error)
