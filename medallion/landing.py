@@ -132,7 +132,7 @@ def _first_line(path: Path, charset: str) -> str | None:
     return line.rstrip("\n") if line else None
 
 
-def _csv_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
+def _csv_misfit(path: Path, source: SourceSpec, declared: str) -> str | None:
     # The run's own comparisons, imported here: they import PySpark's types, and every command
     # imports this module (for LandingError), the read-only ones without importing PySpark.
     from medallion.sources.files import csv_charset, csv_header, header_differs, shown_header
@@ -152,11 +152,11 @@ def _csv_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
     if line is None or not header_differs(found, source):
         return None
     return (f"its header is {shown_header(found)}, not the declared {','.join(source.header)} "
-            f"(sources.{source.name}.header in {where}), and its columns would be read by "
+            f"({declared}), and its columns would be read by "
             "position into other fields")
 
 
-def _parquet_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
+def _parquet_misfit(path: Path, source: SourceSpec, declared: str) -> str | None:
     if path.stat().st_size == 0:  # Spark's reader skips an empty file
         return None
     import pyarrow as pa
@@ -171,12 +171,11 @@ def _parquet_misfit(path: Path, source: SourceSpec, where: str) -> str | None:
     missing, misfits = parquet_misfits(found, declared_schema(source))
     lacking = [name for name in missing if name.lower() not in unknown]
     if lacking:
-        log.warning("%s lacks columns that sources.%s.schema in %s declares, and they will be "
-                    "read as null: %s", path, source.name, where, ", ".join(lacking))
+        log.warning("%s lacks columns that %s declares, and they will be read as null: %s",
+                    path, declared, ", ".join(lacking))
     if not misfits:
         return None
-    return (f"{', '.join(misfits)}: it cannot be read as the columns that "
-            f"sources.{source.name}.schema in {where} declares")
+    return f"{', '.join(misfits)}: it cannot be read as the columns that {declared} declares"
 
 
 def refuse_misfit(path: Path, source: SourceSpec, settings: Settings) -> None:
@@ -185,11 +184,11 @@ def refuse_misfit(path: Path, source: SourceSpec, settings: Settings) -> None:
     column the reader cannot read as declared): landed, it would stop every run until it is
     moved out."""
     pipeline = next(p for p in settings.pipelines if source in p.sources)
-    where = f"conf/pipelines/{pipeline.name}.yaml"
     if source.format is SourceFormat.CSV:
-        problem = _csv_misfit(path, source, where)
+        problem = _csv_misfit(path, source, pipeline.declared_at(f"sources.{source.name}.header"))
     elif source.format is SourceFormat.PARQUET:
-        problem = _parquet_misfit(path, source, where)
+        problem = _parquet_misfit(path, source,
+                                  pipeline.declared_at(f"sources.{source.name}.schema"))
     else:
         return
     if problem:

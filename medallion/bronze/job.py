@@ -81,9 +81,9 @@ def _warn_of_files_not_read(spec: TableSpec, look: FolderLook, pipeline: Pipelin
     folder = look.folder
     if unmatched:
         log.warning("%s: %d file(s) in %s are not read, since their names do not match %r: %s "
-                    "(rename them, or declare sources.%s.glob in conf/pipelines/%s.yaml)",
-                    spec.key, len(unmatched), folder, source.file_glob, _shown(unmatched),
-                    source.name, pipeline.name)
+                    "(rename them, or declare %s)", spec.key, len(unmatched), folder,
+                    source.file_glob, _shown(unmatched),
+                    pipeline.declared_at(f"sources.{source.name}.glob"))
     if changed:
         log.warning("%s: %d file(s) in %s changed after bronze read them, and are not read again: "
                     "%s (a file is read once by its name: land a corrected file under a new name)",
@@ -166,20 +166,19 @@ def _refuse_files_that_do_not_fit(spark: SparkSession, spec: TableSpec, look: Fo
     columns swapped would fill each with the other's values, in every layer, without a word. A
     Parquet file that is not Parquet or has a column of another kind: its batch would fail, and
     every run after it, with the good files of the batch unread."""
-    where = f"conf/pipelines/{pipeline.name}.yaml"
     if source.format is SourceFormat.CSV:
         refused = files_with_other_headers(spark, look, source)
         what = (f"have a header other than the declared {','.join(source.header)} "
-                f"(sources.{source.name}.header in {where}), and their columns would be read by "
-                "position into other fields")
+                f"({pipeline.declared_at(f'sources.{source.name}.header')}), and their columns "
+                "would be read by position into other fields")
     elif source.format is SourceFormat.PARQUET:
         refused, lacking = parquet_files_that_do_not_fit(spark, look, source)
+        declared = pipeline.declared_at(f"sources.{source.name}.schema")
         if lacking:
-            log.warning("%s: %d file(s) in %s lack columns that sources.%s.schema in %s "
-                        "declares, and are read with them null: %s", spec.key, len(lacking),
-                        look.folder, source.name, where, _shown(lacking, "; "))
-        what = (f"cannot be read as the columns that sources.{source.name}.schema in {where} "
-                "declares")
+            log.warning("%s: %d file(s) in %s lack columns that %s declares, and are read with "
+                        "them null: %s", spec.key, len(lacking), look.folder, declared,
+                        _shown(lacking, "; "))
+        what = f"cannot be read as the columns that {declared} declares"
     else:
         return
     if refused:

@@ -641,6 +641,11 @@ class PipelineSpec:
             key = key.rpartition(".")[0]
         return self.file
 
+    def declared_at(self, key: str) -> str:
+        """``key`` and the file that declares it (an overlay that set it, else the pipeline's own
+        file, under whichever configuration folder was loaded), as messages name a declaration."""
+        return f"{key} in {self.source_of(key)}"
+
     def source(self, name: str) -> SourceSpec:
         """The source called ``name``."""
         return next(s for s in self.sources if s.name == name)

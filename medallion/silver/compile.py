@@ -294,41 +294,48 @@ def _from_text(text: Column, column: ColumnSpec) -> Column:
     return text.try_cast(str(kind))
 
 
+def _json_type_fits(kind: SqlType, json_type: Column) -> Column | None:
+    """Whether a JSON value whose type is ``json_type`` (``schema_of_variant``'s name) is one a
+    scalar ``kind`` takes: text for a string, a date or a time, a number for a number, a boolean
+    for a boolean. None for an array, map or struct, which is judged by what it holds."""
+    if kind.is_string or kind.is_timestamp or kind.name == "DATE":
+        return json_type == "STRING"
+    if kind.is_numeric:
+        return json_type.rlike(_NUMERIC_JSON)
+    if kind.name == "BOOLEAN":
+        return json_type == "BOOLEAN"
+    return None
+
+
 def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
     """From the document's field, staged as a VARIANT (:func:`_field_column`) with its JSON type
     (:func:`_type_column`): the column's value, and whether the field is absent."""
     raw, json_type = F.col(_field_column(column.name)), F.col(_type_column(column.name))
     kind = column.type
-    if kind.is_string:
-        value = F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string"))
-    elif kind.is_numeric:
-        value = F.when(json_type.rlike(_NUMERIC_JSON), F.try_variant_get(raw, "$", str(kind)))
-    elif kind.name == "BOOLEAN":
-        value = F.when(json_type == "BOOLEAN", F.try_variant_get(raw, "$", "boolean"))
-    elif kind.is_timestamp or kind.name == "DATE":
-        value = _from_text(F.when(json_type == "STRING", F.try_variant_get(raw, "$", "string")),
-                           column)
-    else:  # arrays, maps, structs: Spark's own conversion, kept when nothing inside was lost
+    fits = _json_type_fits(kind, json_type)
+    if fits is None:  # arrays, maps, structs: Spark's own conversion, kept when nothing was lost
         converted = F.try_variant_get(raw, "$", str(kind))
         value = F.when(~_lost_inside(raw, converted, kind), converted)
+    elif kind.is_timestamp or kind.name == "DATE":  # text, read with the column's format, zone
+        value = _from_text(F.when(fits, F.try_variant_get(raw, "$", "string")), column)
+    else:
+        value = F.when(fits, F.try_variant_get(raw, "$", "string" if kind.is_string
+                                               else str(kind)))
     return value, _absent(json_type)
 
 
 def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
     """Whether a JSON value (a VARIANT) lost something in its conversion to ``kind``: a value
     present (not JSON null) that became null, or one of another JSON type than its declared type
-    takes (text needs a string, a number a number, a boolean a boolean), at any depth. Spark's
-    conversion of a struct, array or map sets what does not convert inside it to null (a string
-    in a DOUBLE field) and turns numbers into text: the rule for a top-level value holds inside."""
+    takes (:func:`_json_type_fits`), at any depth. Spark's conversion of a struct, array or map
+    sets what does not convert inside it to null (a string in a DOUBLE field) and turns numbers
+    into text (and into times): the rule for a top-level value holds inside."""
     present = raw.isNotNull() & ~F.is_variant_null(raw)
     json_type = F.schema_of_variant(raw)
     lost = converted.isNull()
-    if kind.is_string:
-        lost = lost | (json_type != "STRING")
-    elif kind.is_numeric:
-        lost = lost | ~json_type.rlike(_NUMERIC_JSON)
-    elif kind.name == "BOOLEAN":
-        lost = lost | (json_type != "BOOLEAN")
+    fits = _json_type_fits(kind, json_type)
+    if fits is not None:
+        lost = lost | ~fits
     elif kind.name == "STRUCT":
         for name, field_kind in zip(kind.fields, kind.args, strict=True):
             inner = F.try_variant_get(raw, "$['" + name.replace("'", "\\'") + "']", "variant")

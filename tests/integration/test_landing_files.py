@@ -40,6 +40,7 @@ from medallion.pipeline.types import parse_type
 from medallion.runner import Layer, run_pipeline
 from medallion.sources.files import arrow_columns, declared_schema, parquet_misfits
 from tests.conf_support import copy_base_conf
+from tests.conftest import REPO
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 NOW = Trigger.parse("available-now")
@@ -119,7 +120,7 @@ def test_files_a_source_never_reads_are_warned_of_at_every_run(
         assert _bronze_warnings(spark, settings, caplog, "are not read") == [
             f"bronze/events: 2 file(s) in {events} are not read, since their names do not match "
             "'*.json': batch-2.jsonl, batch-3.json.gz (rename them, or declare "
-            "sources.events.glob in conf/pipelines/events.yaml)"]
+            f"sources.events.glob in {EVENTS_DECLARATION})"]
     assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 1
 
 
@@ -214,7 +215,7 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
     assert _bronze_warnings(spark, settings, caplog, "are not read") == [
         f"bronze/events: 1 file(s) in {events} are not read, since their names do not match "
         "'*.json': 2025-01-27/notes.txt (rename them, or declare sources.events.glob in "
-        "conf/pipelines/events.yaml)"]
+        f"{EVENTS_DECLARATION})"]
     bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
     assert sorted(r[0] for r in bronze.select(F.get_json_object("raw", "$.event_id")).collect()) \
         == ["bom-1", "utf8-1"]
@@ -236,6 +237,8 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
         Path("2025-01-27/b.json"), Path("2025-01-28/d.json"), Path("a.json")]
 
 
+# The refusals name the file that declares what they refuse against, here the repo's own.
+EVENTS_DECLARATION = REPO / "conf" / "pipelines" / "events.yaml"
 ORDERS_HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
 
 
@@ -259,8 +262,8 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it
         run_pipeline(spark, settings, Layer.ALL, NOW)
     assert str(refused.value) == (
         f"bronze/orders: 1 landing file(s) in {orders} have a header other than the declared "
-        f"{ORDERS_HEADER} (sources.orders.header in conf/pipelines/orders.yaml), and their "
-        f"columns would be read by position into other fields: 2026-03-02/c.csv has {swapped}. "
+        f"{ORDERS_HEADER} (sources.orders.header in {REPO}/conf/pipelines/orders.yaml), and "
+        f"their columns would be read by position into other fields: 2026-03-02/c.csv has {swapped}. "
         "The run stopped before ingesting anything: move the file(s) out of the folder (or "
         "rename them so the source's glob does not match), and land them again with the declared "
         "columns under a new name")
@@ -319,7 +322,7 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
     caplog.set_level(logging.WARNING, logger="medallion.bronze.job")
     with pytest.raises(JobError) as refused:
         run_pipeline(spark, settings, Layer.BRONZE, NOW)
-    declared = "sources.stores.schema in conf/pipelines/orders.yaml"
+    declared = f"sources.stores.schema in {tmp_path}/conf/pipelines/orders.yaml"
     assert str(refused.value).startswith(
         f"bronze/stores: 3 landing file(s) in {stores} cannot be read as the columns that "
         f"{declared} declares: export.parquet: its footer cannot be read (")

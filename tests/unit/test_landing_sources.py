@@ -118,12 +118,14 @@ def test_a_parquet_file_fits_the_declared_columns_unless_a_column_holds_another_
 def test_land_refuses_a_csv_file_whose_header_is_not_the_declared_one_before_landing_anything(
         tmp_path: Path) -> None:
     """Before, such a file was landed, and every run after it stopped on it until someone moved
-    it out of the landing folder."""
+    it out of the landing folder. The refusal names the file that declares the header: here an
+    overlay, in a configuration folder of the user's own (before, always
+    ``conf/pipelines/orders.yaml``, relative, whichever folder was loaded)."""
     conf = copy_base_conf(tmp_path / "conf")  # stores: CSV, header store_id, city
     (conf / "local.yaml").write_text("{}\n", encoding="utf-8")
-    declaration = conf / "pipelines" / "orders.yaml"  # compressed files too
-    declaration.write_text(declaration.read_text(encoding="utf-8").replace(
-        "path: stores\n", "path: stores\n    glob: '*.csv*'\n"), encoding="utf-8")
+    overlay = conf / "pipelines" / "orders.local.yaml"  # compressed files too
+    overlay.write_text("sources:\n  stores:\n    glob: '*.csv*'\n    header: [store_id, city]\n",
+                       encoding="utf-8")
     settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
                              lakehouse=str(tmp_path / "lakehouse"))
     assert settings.file_sources()["stores"].file_glob == "*.csv*"
@@ -135,9 +137,9 @@ def test_land_refuses_a_csv_file_whose_header_is_not_the_declared_one_before_lan
         land_files(settings, [good, swapped], entity="stores")
     assert str(refused.value) == (
         f"{swapped}: its header is city,store_id, not the declared store_id,city "
-        "(sources.stores.header in conf/pipelines/orders.yaml), and its columns would be read by "
-        "position into other fields. Nothing was landed: correct the file (or the declaration), "
-        "then land it again")
+        f"(sources.stores.header in {overlay}), and its columns would be read by position into "
+        "other fields. Nothing was landed: correct the file (or the declaration), then land it "
+        "again")
     assert not (tmp_path / "landing").exists()
 
     broken = tmp_path / "stores-3.csv.gz"
@@ -187,7 +189,8 @@ def test_land_refuses_a_parquet_file_bronze_would_refuse_and_warns_of_lacking_co
     (files / "empty.parquet").write_bytes(b"")
     (files / "export.parquet").write_bytes(b"store_id,city\ns7,Nice\n")  # CSV, misnamed
 
-    declared = "the columns that sources.stores.schema in conf/pipelines/orders.yaml declares"
+    declaration = tmp_path / "conf" / "pipelines" / "orders.yaml"
+    declared = f"the columns that sources.stores.schema in {declaration} declares"
     refusals = {
         "text-date": f"opened is STRING, declared DATE: it cannot be read as {declared}",
         "number-id": f"store_id is BIGINT, declared STRING: it cannot be read as {declared}",
@@ -212,4 +215,4 @@ def test_land_refuses_a_parquet_file_bronze_would_refuse_and_warns_of_lacking_co
         "empty.parquet", "good.parquet", "lacking.parquet", "unsigned.parquet"]
     assert [r.getMessage() for r in caplog.records] == [
         f"{files / 'lacking.parquet'} lacks columns that sources.stores.schema in "
-        "conf/pipelines/orders.yaml declares, and they will be read as null: city, opened"]
+        f"{declaration} declares, and they will be read as null: city, opened"]

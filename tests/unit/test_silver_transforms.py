@@ -413,7 +413,7 @@ silver:
       id: {type: STRING, required: true}
       flags: ARRAY<STRING>
       attrs: MAP<STRING,INT>
-      position: "STRUCT<lat: DOUBLE, `lon-e`: DOUBLE, tags: ARRAY<BOOLEAN>>"
+      position: "STRUCT<lat: DOUBLE, `lon-e`: DOUBLE, tags: ARRAY<BOOLEAN>, at: TIMESTAMP>"
     dedup: {key: [id]}
 """
 
@@ -427,7 +427,8 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
     (nested,) = load_pipelines(tmp_path, "local")
     validate(nested)
     parse = compile_silver(nested, nested.silver[0]).parse
-    good = {"flags": ["a"], "attrs": {"fw": 2}, "position": {"lat": 1.5, "lon-e": 2, "tags": [True]}}
+    good = {"flags": ["a"], "attrs": {"fw": 2},
+            "position": {"lat": 1.5, "lon-e": 2, "tags": [True], "at": "2025-01-27 10:00:00"}}
     lines = {
         "good": good,
         "absent-and-null-inside": {"flags": [None], "attrs": {"fw": None},
@@ -438,6 +439,10 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
         "text-in-double-field": {**good, "position": {"lat": "north"}},
         "number-in-boolean-array-in-struct": {**good, "position": {"tags": [True, 0]}},
         "text-for-array": {**good, "flags": "a,b"},
+        # a time is text, inside a struct as at the top: Spark's conversion takes a number as
+        # seconds since 1970
+        "number-for-time-in-struct": {**good, "position": {"at": 1737972000}},
+        "text-not-a-time-in-struct": {**good, "position": {"at": "soon"}},
     }
     rows = bronze(spark, *(json.dumps({"id": key, **value}) for key, value in lines.items())
                   ).transform(parse).collect()
@@ -446,7 +451,10 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
         "number-in-text-array": ["invalid_flags"], "text-in-int-map": ["invalid_attrs"],
         "int-map-overflow": ["invalid_attrs"], "text-in-double-field": ["invalid_position"],
         "number-in-boolean-array-in-struct": ["invalid_position"],
-        "text-for-array": ["invalid_flags"]}
+        "text-for-array": ["invalid_flags"],
+        "number-for-time-in-struct": ["invalid_position"],
+        "text-not-a-time-in-struct": ["invalid_position"]}
     kept = next(r for r in rows if r["id"] == "good")
     assert (kept["flags"], kept["attrs"], kept["position"].asDict(recursive=True)) == (
-        ["a"], {"fw": 2}, {"lat": 1.5, "lon-e": 2.0, "tags": [True]})
+        ["a"], {"fw": 2}, {"lat": 1.5, "lon-e": 2.0, "tags": [True],
+                           "at": datetime(2025, 1, 27, 10, 0)})
