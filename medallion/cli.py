@@ -624,6 +624,22 @@ def configure_logging(verbose: int) -> None:
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
+def _pipelines_arguments(arguments: list[str]) -> list[str] | None:
+    """When the command is ``pipelines``, its own arguments: those after it, after the common
+    options given before it that it takes too (``--env``, ``--conf-dir``: ``medallion --conf-dir
+    mine pipelines`` checks ``mine``). None for any other command."""
+    if arguments[:1] == ["pipelines"]:
+        return arguments[1:]
+    if "pipelines" not in arguments:
+        return None
+    before, rest = _parser().parse_known_args(arguments)
+    if before.command != "pipelines":
+        return None
+    common = [*(("--env", before.env) if before.env else ()),
+              *(("--conf-dir", before.conf_dir) if before.conf_dir else ())]
+    return [*common, *rest]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; return the exit status."""
     from medallion.deltaread import DeltaReadError
@@ -635,10 +651,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from medallion.thrift import ThriftError
 
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["pipelines"]:  # a dry run of the definitions: no settings, no Spark
+    pipelines = _pipelines_arguments(arguments)
+    if pipelines is not None:  # a dry run of the definitions: no settings, no Spark
         from medallion.pipeline.cli import main as pipelines_main
 
-        return pipelines_main(arguments[1:])
+        return pipelines_main(pipelines)
     args = _parser().parse_args(arguments)
     configure_logging(args.verbose)
     gated = args.command in ("run", "backfill")  # both run the gates

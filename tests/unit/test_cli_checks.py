@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,6 +169,23 @@ def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
     out = capsys.readouterr().out
     assert "gold/user_sessions  <- aggregate:user_sessions: aggregate silver/events" in out
     assert "2 pipeline(s) valid" in out
+
+
+def test_medallion_pipelines_takes_the_common_options_before_the_command_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``medallion --conf-dir mine pipelines``, as every other command takes them: before, a
+    KeyError's traceback."""
+    conf = tmp_path / "mine"
+    (conf / "pipelines").mkdir(parents=True)
+    shutil.copy(REPO / "conf" / "pipelines" / "orders.yaml", conf / "pipelines" / "orders.yaml")
+    (conf / "pipelines" / "orders.dev.yaml").write_text("watermark: soon\n", encoding="utf-8")
+    assert main(["-v", "--conf-dir", str(conf), "pipelines", "orders"]) == 0
+    out = capsys.readouterr().out
+    assert "gold/store_sessions" in out and "gold/user_sessions" not in out
+    assert f"1 pipeline(s) valid (env local, {conf / 'pipelines'})" in out
+    # the environment given before the command chooses the overlay (refused: not a duration)
+    assert main(["--conf-dir", str(conf), "--env", "dev", "pipelines"]) == 2
+    assert f"watermark (from {conf / 'pipelines' / 'orders.dev.yaml'})" in capsys.readouterr().err
 
 
 def test_ctrl_c_without_a_jvm_unwinds_and_says_so_in_one_line(tmp_path: Path) -> None:
