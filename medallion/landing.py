@@ -110,11 +110,11 @@ def source_of(path: Path, entity: str | None, settings: Settings) -> SourceSpec:
                                f"only; rename the file, or declare sources.{entity}.glob")
         return source
     matching = [s for s in sources.values() if fnmatch.fnmatch(path.name, s.file_glob)]
-    if len(matching) != 1:
-        described = ", ".join(f"{s.name} ({s.file_glob})" for s in sources.values())
-        found = "no" if not matching else "more than one"
-        raise LandingError(f"{path}: {found} source reads a file of this name ({described}); "
-                           "name the source with --entity")
+    if len(matching) != 1:  # the sources that read it, or, when none does, every one
+        found = "no source reads" if not matching else "more than one source reads"
+        described = ", ".join(f"{s.name} ({s.file_glob})" for s in matching or sources.values())
+        raise LandingError(f"{path}: {found} a file of this name ({described}); name the source "
+                           "with --entity")
     return matching[0]
 
 
