@@ -136,8 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-customers", action="store_true", help="write events only")
 
     sql = commands.add_parser("sql", parents=[common], help="run a SQL query against the catalog")
-    sql.add_argument("query", nargs="?", help="the statement (or -f FILE, or --shell)")
-    sql.add_argument("-f", "--file", help="read the statement from a file")
+    sql.add_argument("query", nargs="?",
+                     help="the statement, or several separated by ; (or -f FILE, or --shell)")
+    sql.add_argument("-f", "--file", help="read the statements from a file")
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table",
                      help="table (default), CSV with a header, or JSON Lines")
     sql.add_argument("--limit", type=_whole(0), default=1000, help="rows printed at most (0: all)")
@@ -321,6 +322,7 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
     from pyspark.errors import PySparkException
 
     from medallion.errors import JobError
+    from medallion.pipeline.sql import split_statements
     from medallion.query import print_result, spark_sql_shell
     from medallion.spark import build_session
     from medallion.streaming import describe_failure
@@ -329,17 +331,24 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
         return spark_sql_shell(settings)
     if args.file:
         with open(args.file, encoding="utf-8") as handle:
-            query = handle.read()
+            script = handle.read()
     elif args.query:
-        query = args.query
+        script = args.query
     else:
         print("medallion sql: give a statement, -f FILE, or --shell", file=sys.stderr)
         return 2
+    statements = split_statements(script)  # run in order, as spark-sql -e and -f do
+    if not statements:
+        print(f"medallion sql: no statement in {args.file or 'the query'}", file=sys.stderr)
+        return 2
     spark = build_session(settings)
-    try:
-        print_result(spark.sql(query.strip().rstrip(";")), args.format, args.limit, sys.stdout)
-    except (Py4JError, PySparkException) as exc:  # a statement Spark refuses: its reason, once
-        raise JobError("the query", describe_failure(exc)) from exc
+    for number, statement in enumerate(statements, 1):
+        try:
+            print_result(spark.sql(statement), args.format, args.limit, sys.stdout)
+        except (Py4JError, PySparkException) as exc:  # one Spark refuses: its reason, once
+            which = "the query" if len(statements) == 1 else \
+                f"statement {number} of {len(statements)} (those before it were run)"
+            raise JobError(which, describe_failure(exc)) from exc
     return 0
 
 

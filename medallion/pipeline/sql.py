@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 DIALECT = "spark"
 
@@ -66,3 +67,28 @@ def read_tables(query: str) -> tuple[str, ...] | None:
         return None
     return tuple(sorted({f"{table.db}.{table.name}".lower() for tree in parsed
                          for table in tree.find_all(exp.Table) if table.db}))
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a SQL script, as written, split at the semicolons that end them (not
+    those inside strings, quoted names or comments); empty ones left out. Text sqlglot cannot
+    read as tokens (an unclosed quote) is one statement, for Spark to judge."""
+    try:
+        tokens = sqlglot.tokenize(text, read=DIALECT)
+    except TokenError:
+        return [text.strip()] if text.strip() else []
+    statements, start = [], 0
+    for token in tokens:
+        if token.token_type is TokenType.SEMICOLON:
+            statements.append(text[start:token.start])
+            start = token.end + 1
+    statements.append(text[start:])
+    return [s.strip() for s in statements if _has_code(s)]
+
+
+def _has_code(text: str) -> bool:
+    """Whether ``text`` holds more than white space and comments."""
+    try:
+        return bool(sqlglot.tokenize(text, read=DIALECT))
+    except TokenError:
+        return True

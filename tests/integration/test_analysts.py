@@ -245,23 +245,28 @@ def test_every_client_returns_the_same_gold_rows(lakehouse: Lakehouse) -> None:
     through JDBC (beeline), and delta-rs into pandas, all return the rows written by hand."""
     settings = lakehouse.settings
 
-    # 1. medallion sql, twice: a view made by one process is there for the next one.
-    made = _cli(lakehouse, "sql", "CREATE OR REPLACE VIEW gold.analyst_counts AS "
-                "SELECT * FROM gold.event_counts_5m")
+    # 1. medallion sql, twice: a view made by one process is there for the next one. A file of
+    # several statements runs each in order (before, Spark refused the script as one statement).
+    script = lakehouse.root / "views.sql"
+    script.write_text("-- made once; a ';' in a comment or 'text;' does not split\n"
+                      "CREATE OR REPLACE VIEW gold.analyst_counts AS SELECT * FROM "
+                      "gold.event_counts_5m WHERE event_type <> ';';\n\n"
+                      "SELECT count(*) AS n FROM gold.analyst_counts;\n", encoding="utf-8")
+    made = _cli(lakehouse, "sql", "--format", "json", "-f", str(script))
     assert made.returncode == 0, made.stderr[-3000:]
+    assert made.stdout == f'{{"n":{len(AFTER_RUN_2)}}}\n'
+    # The first statement Spark refuses is said once, in one line: before, a Python traceback,
+    # after PySpark's JSON line with the JVM's stack trace. What came before it was printed.
     queried = _cli(lakehouse, "sql", "--format", "json",
-                   f"SELECT * FROM gold.analyst_counts {ORDER}")
-    assert queried.returncode == 0, queried.stderr[-3000:]
+                   f"SELECT * FROM gold.analyst_counts {ORDER}; SELECT * FROM gold.event_counts_5min")
+    assert queried.returncode == 1
     records = [json.loads(line, parse_float=Decimal) for line in queried.stdout.splitlines()]
     assert {_row(*r.values()) for r in records} == AFTER_RUN_2
-    # A statement Spark refuses is said once, in one line: before, a Python traceback, after
-    # PySpark's JSON line with the JVM's stack trace.
-    typo = _cli(lakehouse, "sql", "SELECT * FROM gold.event_counts_5min")
-    assert typo.returncode == 1
-    assert ("medallion: failed: the query: [TABLE_OR_VIEW_NOT_FOUND] The table or view "
-            "`gold`.`event_counts_5min` cannot be found.") in typo.stderr, typo.stderr[-3000:]
-    assert "Traceback" not in typo.stderr and '"level": "ERROR"' not in typo.stderr, typo.stderr
-    assert typo.stdout == ""
+    assert ("medallion: failed: statement 2 of 2 (those before it were run): "
+            "[TABLE_OR_VIEW_NOT_FOUND] The table or view `gold`.`event_counts_5min` cannot be "
+            "found.") in queried.stderr, queried.stderr[-3000:]
+    assert "Traceback" not in queried.stderr and '"level": "ERROR"' not in queried.stderr, \
+        queried.stderr
     assert (Path(settings.catalog_dir()) / "metastore_db").is_dir()
     assert (Path(settings.catalog_dir()) / "derby.log").is_file()
     assert not (lakehouse.root / "metastore_db").exists()  # nothing in the working directory

@@ -81,3 +81,23 @@ def test_show_prints_structs_maps_and_arrays_as_spark_shows_them(
     rows, more = sorted_head(DeltaTable(str(tmp_path / "t")), columns, ["place", "attrs", "n"], 5)
     spark_shows = frame.orderBy("n")._jdf.showString(5, 0, False)
     assert show_string(columns, [[row[c] for c in columns] for row in rows], more) == spark_shows
+
+
+def test_a_script_is_split_at_the_semicolons_that_end_its_statements() -> None:
+    """``medallion sql`` runs each statement of a query or a file in order, as ``spark-sql``
+    does; a semicolon inside a string, a quoted name or a comment does not end one."""
+    from medallion.pipeline.sql import split_statements
+
+    script = ("-- the views; made once\n"
+              "CREATE VIEW v AS SELECT 'a;b' AS t, `c;d` FROM x /* e; f */;\n"
+              "SELECT \"g;h\", 'it\\'s; here' FROM v;;\n"
+              "  ;\n"
+              "SELECT 1 -- the last needs no semicolon; this is a comment\n")
+    assert split_statements(script) == [
+        "-- the views; made once\nCREATE VIEW v AS SELECT 'a;b' AS t, `c;d` FROM x /* e; f */",
+        "SELECT \"g;h\", 'it\\'s; here' FROM v",
+        "SELECT 1 -- the last needs no semicolon; this is a comment"]
+    assert split_statements("SELECT 1") == ["SELECT 1"]
+    assert split_statements(" ;\n-- nothing but a comment;\n") == []
+    # an unclosed quote is not split: Spark's parser says what is wrong with it
+    assert split_statements("SELECT 'open; SELECT 2") == ["SELECT 'open; SELECT 2"]
