@@ -230,6 +230,9 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark setting; repeatable")
     submit.add_argument("--trigger", help="passed on to the job")
+    submit.add_argument("--pipeline", action="append", metavar="NAME",
+                        help="the job runs only this declared pipeline (repeatable; default: "
+                             "every one)")
     return parser
 
 
@@ -591,7 +594,7 @@ def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
         extra[key] = value
     argv = submit_argv(settings, args.job, master=args.master, wheel=args.wheel,
                        jobs_dir=args.jobs_dir, spark_submit=args.spark_submit, extra_conf=extra,
-                       trigger=args.trigger)
+                       trigger=args.trigger, pipelines=args.pipeline or ())
     print(format_command(argv, submit_env()))
     return 0
 

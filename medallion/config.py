@@ -325,6 +325,7 @@ class Settings:
     spark: SparkSettings
     streaming: StreamingSettings
     sources: Mapping[str, str]  # file source name -> landing folder, where not the declared one
+    conf_dir: str  # the configuration folder these were loaded from, absolute
     quality: QualitySettings = field(default_factory=lambda: QualitySettings())
     catalog: CatalogSettings = CatalogSettings()
     thrift: ThriftSettings = ThriftSettings()
@@ -993,7 +994,8 @@ def load_settings(
     catalog = _catalog_settings(reader, paths, spark, tables, pipelines)
     thrift = _thrift_settings(reader)
     return Settings(env=env, paths=paths, spark=spark, streaming=streaming, sources=sources,
-                    catalog=catalog, thrift=thrift, quality=quality, read_from=read_from,
+                    conf_dir=str(directory.resolve()), catalog=catalog, thrift=thrift,
+                    quality=quality, read_from=read_from,
                     kafka=_kafka_settings(reader, source, tables), s3=_read_s3(reader, source),
                     state_store=_state_store(reader), maintenance=_maintenance(reader, tables),
                     pipelines=pipelines)

@@ -3,7 +3,8 @@
 The command carries everything the session factory would otherwise add (Delta jar and extra
 packages, Delta's extension and catalog, the state store and its bounds, shuffle partitions, the
 configured Spark settings), so the job behaves the same under spark-submit on a cluster as under
-``medallion run``; and it passes the resolved environment and paths to the job's entry point.
+``medallion run``; and it passes the resolved environment, configuration folder and paths to the
+job's entry point.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ DEFAULT_JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 def submit_argv(settings: Settings, job: str, *, master: str | None = None,
                 wheel: str | None = None, jobs_dir: str | Path | None = None,
                 spark_submit: str | None = None, extra_conf: Mapping[str, str] | None = None,
-                trigger: str | None = None) -> list[str]:
+                trigger: str | None = None, pipelines: Sequence[str] = ()) -> list[str]:
     """The spark-submit argument vector running ``jobs/<job>.py`` with ``settings``.
 
     ``master`` overrides ``spark.master`` (which may be null, for a cluster manager's default);
-    ``wheel`` ships the package built by ``make wheel`` with ``--py-files``.
+    ``wheel`` ships the package built by ``make wheel`` with ``--py-files``; ``pipelines``
+    narrows the job to those declared pipelines (``run --pipeline``). The job loads the
+    configuration folder the settings came from, wherever it is started.
     """
     if job not in JOBS:
         raise ValueError(f"no job {job!r} (jobs: {', '.join(JOBS)})")
@@ -52,10 +55,12 @@ def submit_argv(settings: Settings, job: str, *, master: str | None = None,
         argv += ["--conf", f"{key}={value}"]
     if wheel:
         argv += ["--py-files", str(Path(wheel).resolve())]
-    argv += [str(entry), "--env", settings.env, "--landing", settings.paths.landing,
-             "--lakehouse", settings.paths.lakehouse]
+    argv += [str(entry), "--env", settings.env, "--conf-dir", settings.conf_dir,
+             "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse]
     if trigger:
         argv += ["--trigger", trigger]
+    for name in pipelines:
+        argv += ["--pipeline", name]
     return argv
 
 

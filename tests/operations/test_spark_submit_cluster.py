@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from medallion.config import Paths, Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
+from tests.conf_support import REPO_CONF, copy_base_conf
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot
 
@@ -117,8 +118,13 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
         settings, paths=Paths(settings.paths.landing, str(tmp_path / "cluster-lakehouse")))
 
     # As cron and the Airflow DAG do: infra/scheduling/run-job.sh asks `medallion submit-cmd` for
-    # the command line and runs it.
-    settings_args = ["--landing", on_cluster.paths.landing, "--lakehouse", on_cluster.paths.lakehouse]
+    # the command line and runs it. The team's configuration folder holds the events pipeline
+    # alone: the job must load it (before, it loaded the project's conf/, orders too).
+    conf_dir = copy_base_conf(tmp_path / "team-conf")
+    (conf_dir / "pipelines" / "orders.yaml").unlink()
+    (conf_dir / "local.yaml").write_bytes((REPO_CONF / "local.yaml").read_bytes())
+    settings_args = ["--conf-dir", str(conf_dir), "--landing", on_cluster.paths.landing,
+                     "--lakehouse", on_cluster.paths.lakehouse]
     conf = {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.driver.memory": "768m",
             "spark.driver.host": "127.0.0.1",
             # One state store instance per stateful query: tiny data, slow shared machine.
@@ -131,6 +137,7 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "silver/events" in done.stdout  # the run summary
+    assert "order_lines" not in done.stdout, done.stdout
     # The script logs the command it ran: spark-submit with the master and the Delta package.
     command = next(line for line in done.stderr.splitlines() if line.startswith("medallion all: "))
     assert f"--master {master}" in command and "io.delta:delta-spark" in command

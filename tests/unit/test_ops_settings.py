@@ -98,7 +98,8 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
                                 "    spark.executor.cores: 2\nstate_store:\n  max_memory_mb: 64\n")
     settings = load_settings(env="local", conf_dir=folder, landing="/data/in", lakehouse="/data/lh")
     argv = submit_argv(settings, "silver", master="spark://127.0.0.1:7077", wheel="dist/m.whl",
-                       spark_submit="spark-submit", extra_conf={"spark.executor.memory": "1g"})
+                       spark_submit="spark-submit", extra_conf={"spark.executor.memory": "1g"},
+                       pipelines=["events"])
     assert argv[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
     packages = argv[argv.index("--packages") + 1].split(",")
     assert packages[0].startswith("io.delta:delta-spark_2.13:4.0.") and packages[1] == "org.example:extra:1.0"
@@ -109,7 +110,11 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
     assert confs["spark.executor.cores"] == "2" and confs["spark.executor.memory"] == "1g"
     assert argv[argv.index("--py-files") + 1] == str(Path("dist/m.whl").resolve())
     entry = argv.index(str(REPO / "jobs" / "silver.py"))
-    assert argv[entry + 1:] == ["--env", "local", "--landing", "/data/in", "--lakehouse", "/data/lh"]
+    # The job loads the configuration folder these settings came from (before, the default one,
+    # whatever --conf-dir had said), and runs the pipelines named.
+    assert argv[entry + 1:] == ["--env", "local", "--conf-dir", str(folder.resolve()),
+                                "--landing", "/data/in", "--lakehouse", "/data/lh",
+                                "--pipeline", "events"]
     line = format_command(argv, {"PYSPARK_PYTHON": "/opt/py thon"})
     assert shlex.split(line) == ["PYSPARK_PYTHON=/opt/py thon", *argv]
     with pytest.raises(ValueError, match="no job"):
