@@ -307,9 +307,9 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def start(settings: Settings, conf_dir: str | Path | None = None,
-          timeout: float = 300.0) -> ThriftServer:
-    """Start ``medallion thrift serve`` in the background and wait until it accepts connections."""
+def start(settings: Settings, timeout: float = 300.0) -> ThriftServer:
+    """Start ``medallion thrift serve`` in the background, on the configuration folder
+    ``settings`` came from, and wait until it accepts connections."""
     running = read_state(settings)
     if running is not None:
         raise ThriftError(f"a thrift server already serves this lakehouse at {running.jdbc_url} "
@@ -319,15 +319,13 @@ def start(settings: Settings, conf_dir: str | Path | None = None,
     (directory / STATE_FILE).unlink(missing_ok=True)
     port = settings.thrift.port or free_port(settings.thrift.host)
     command = [sys.executable, "-m", "medallion.cli", "thrift", "serve", "--port", str(port),
-               "--env", settings.env, "--landing", settings.paths.landing,
-               "--lakehouse", settings.paths.lakehouse]
+               "--env", settings.env, "--conf-dir", settings.conf_dir,
+               "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse]
     ignored = hive_environment()
     if ignored:
         log.warning("not passing %s to the server: it binds where thrift.* says",
                     ", ".join(ignored))
     env = {name: value for name, value in os.environ.items() if name not in HIVE_ENVIRONMENT}
-    if conf_dir is not None:
-        env["MEDALLION_CONF_DIR"] = str(conf_dir)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_file = directory / LOG_FILE
     with open(log_file, "ab") as output:

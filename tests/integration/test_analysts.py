@@ -235,7 +235,7 @@ def _cli(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def thrift_server(lakehouse: Lakehouse) -> Iterator[thrift.ThriftServer]:
     """A Spark Thrift Server on the module's lakehouse (after the CLI test has used it)."""
-    server = thrift.start(lakehouse.settings, conf_dir=REPO / "conf")
+    server = thrift.start(lakehouse.settings)
     yield server
     thrift.stop(lakehouse.settings)
 

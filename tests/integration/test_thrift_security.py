@@ -97,7 +97,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         patch.setenv(PASSWORD_ENV, PASSWORD)
         patch.setenv("HIVE_SERVER2_THRIFT_BIND_HOST", "0.0.0.0")
         patch.setenv("HIVE_SERVER2_THRIFT_PORT", str(decoy_port))
-        server = thrift.start(settings, conf_dir=conf, timeout=240)
+        server = thrift.start(settings, timeout=240)
     try:
         yield Secured(settings, server, decoy_port, ca_file, truststore)
     finally:
