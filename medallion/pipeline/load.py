@@ -375,6 +375,11 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
 
 
 def _view(reader: _Reader, name: str, value: Any) -> ViewSpec:
+    if "." not in name and isinstance(value, Mapping) and value and not {"sql", "comment"} & set(value):
+        inner = next(iter(value))  # views: {gold: {daily: {sql: ...}}}, as the key path reads
+        raise reader.error(f"views.{name}", f"a view is keyed by its catalog name, schema and name "
+                                            f"in one key ({name}.{inner}: {{sql: ...}}), not "
+                                            f"nested under its schema")
     section = reader.mapping({name: value}, name, "views", {"sql", "comment"}, required=True)
     sql = reader.text(section, "sql", prefix=f"views.{name}")
     return ViewSpec(name=name, sql=sql.rstrip(";").strip(),
