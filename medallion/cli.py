@@ -701,6 +701,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             DeltaReadError) as exc:
         print(f"medallion: failed: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        if type(exc).__module__.partition(".")[0] not in ("py4j", "pyspark"):
+            raise
+        # Spark refused what no command wraps (its session's start: a setting it cannot take):
+        # one line with the JVM's root cause; the traceback with -v.
+        from medallion.streaming import describe_failure
+
+        if args.verbose:
+            logging.getLogger(__name__).exception("medallion %s", args.command)
+        print(f"medallion: failed: {args.command}: {describe_failure(exc)}", file=sys.stderr)
+        return 1
     finally:
         if gated:
             _stop_jvm_ahead()  # started for a session that the command did not build

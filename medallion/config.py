@@ -617,6 +617,11 @@ def check_spark_setting(key: str, value: str, name: str, source: str) -> None:
                                         "credential provider instead")
 
 
+# The master URLs Spark's SparkContext accepts (its createTaskScheduler; yarn and k8s through
+# their cluster managers): anything else fails the session's start with a JVM stack trace.
+_MASTER = re.compile(r"^(local(\[([1-9][0-9]*|\*)(\s*,\s*[0-9]+)?\])?"
+                     r"|local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*\]"
+                     r"|spark://\S+|yarn|k8s://\S+)$")
 _BOOTSTRAP = re.compile(r"^[A-Za-z0-9._\[\]:-]+:\d{1,5}(,[A-Za-z0-9._\[\]:-]+:\d{1,5})*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -932,9 +937,11 @@ def load_settings(
         "spark", {"app_name", "master", "shuffle_partitions", "log_level", "packages", "conf"}
     )
     master = spark_section.get("master", "local[2]")
-    if master is not None and (not isinstance(master, str) or not master.strip()):
+    if master is not None and (not isinstance(master, str) or not _MASTER.match(master.strip())):
         raise ConfigError("spark.master", source.of("spark.master"),
-                          f"must be a Spark master URL or null, got {master!r}")
+                          f"must be a Spark master URL (local, local[N], local[*], local[N,F], "
+                          f"local-cluster[N,C,M], spark://host:port, yarn, k8s://...) or null, "
+                          f"got {master!r}")
     packages = spark_section.get("packages", []) or []
     if not isinstance(packages, list) or not all(
         isinstance(p, str) and p.count(":") == 2 for p in packages
@@ -946,6 +953,10 @@ def load_settings(
     if not isinstance(spark_conf, Mapping):
         raise ConfigError("spark.conf", source.of("spark.conf"), "must be a mapping")
     for conf_key, conf_value in spark_conf.items():
+        if not isinstance(conf_value, (str, int, float, bool)):  # a list, a mapping, null
+            kind = "null" if conf_value is None else f"a {type(conf_value).__name__}"
+            raise ConfigError(f"spark.conf.{conf_key}", source.of(f"spark.conf.{conf_key}"),
+                              f"a Spark setting's value is one text, number or boolean, not {kind}")
         check_spark_setting(str(conf_key), str(conf_value), f"spark.conf.{conf_key}",
                             source.of(f"spark.conf.{conf_key}"))
     log_level = reader.string(spark_section, "spark.log_level", "WARN").upper()

@@ -69,6 +69,32 @@ def test_a_bad_value_is_named_with_the_file_it_came_from(tmp_path: Path) -> None
         "streaming.max_files_per_trigger", str(conf2 / "base.yaml"))
 
 
+@pytest.mark.parametrize(("local", "key", "words"), [
+    # Before, each failed the session's start with a JVM stack trace and a Python traceback.
+    ("spark:\n  master: local[two]\n", "spark.master", "must be a Spark master URL"),
+    ("spark:\n  master: local[0]\n", "spark.master", "must be a Spark master URL"),
+    ("spark:\n  conf:\n    spark.sql.shuffle.partitions: [1]\n",
+     "spark.conf.spark.sql.shuffle.partitions", "one text, number or boolean, not a list"),
+    ("spark:\n  conf:\n    spark.executor.memory:\n", "spark.conf.spark.executor.memory",
+     "one text, number or boolean, not null"),
+])
+def test_spark_settings_spark_would_refuse_at_its_start_are_refused_before_it(
+        tmp_path: Path, local: str, key: str, words: str) -> None:
+    conf = write_conf(tmp_path, BASE, local=local)
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=conf)
+    assert (error.value.key, error.value.source) == (key, str(conf / "local.yaml"))
+    assert words in str(error.value)
+
+
+def test_every_master_url_spark_takes_is_taken(tmp_path: Path) -> None:
+    for master in ("local", "local[*]", "local[4, 2]", "local-cluster[2,1,1024]",
+                   "spark://a:7077,b:7077", "yarn", "k8s://https://api:6443"):
+        conf = write_conf(tmp_path / str(abs(hash(master))), BASE,
+                          local=f"spark:\n  master: '{master}'\n")
+        assert load_settings(env="local", conf_dir=conf).spark.master == master
+
+
 def test_a_missing_environment_lists_the_available_ones(tmp_path: Path) -> None:
     conf = write_conf(tmp_path, BASE, local="", prod="")
     with pytest.raises(ConfigError, match=r"no overlay for environment 'qa' \(available: local, prod\)"):
