@@ -298,7 +298,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.locks import WRITERS, hold_writers
-    from medallion.runner import Layer, run_pipeline
+    from medallion.runner import Layer, RunIncomplete, run_pipeline
     from medallion.spark import build_session
     from medallion.summary import format_summary
 
@@ -312,11 +312,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.live import live_display
 
     # On a terminal, a line per table as its batches commit (not beside -v's log lines).
-    runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger,
-                        on_batch=None if args.verbose else live_display())
+    incomplete = None
+    try:
+        runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger,
+                            on_batch=None if args.verbose else live_display())
+    except RunIncomplete as exc:  # every table but the refused ones ran: say what they did
+        incomplete, runs = exc, exc.runs
     if persistent:  # prepared at the session's start: what the run created keeps it prepared
         record_run_creations(spark, settings)
     print(format_summary(runs))
+    if incomplete is not None:
+        raise incomplete
     return 0
 
 

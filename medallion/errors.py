@@ -29,5 +29,10 @@ class JobError(RuntimeError):
         self.cause = cause
 
 
+class InputRefused(JobError):
+    """A query's new input was refused before anything of it was read (a landing file its source
+    cannot read as declared): that query does not start, and the run's other queries go on."""
+
+
 class CheckpointError(JobError):
     """A checkpoint is missing or does not belong to the table it would write."""

@@ -5,7 +5,9 @@ versions it has not read); the tables of the queries with work are then made sid
 (:func:`~medallion.sinks.delta.ensure_tables`: on a new lakehouse each creation is a Delta commit,
 a catalog entry and a small Spark job, mostly waiting driver work); then each query starts and
 finds its tables there. A query without work is idle: nothing is made for it and nothing started.
-Any error is named after the table whose query it is.
+Any error is named after the table whose query it is. A query whose new input is refused
+(:class:`~medallion.errors.InputRefused`) is not started, and the layer's other queries are: the
+run says so once they are done.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from medallion.errors import InputRefused
 from medallion.sinks.delta import TableToMake, ensure_tables
 from medallion.streaming import RunningQuery, failing_as
 
@@ -33,14 +36,21 @@ def start_layer(spark: SparkSession, queries: Sequence[PlannedQuery],
                 shared: Sequence[TableToMake] = ()) -> list[RunningQuery]:
     """Start ``queries``: decide each one's work, make the tables of those with work (and the
     ``shared`` ones, whether or not any query has work) side by side, then start each."""
-    due = []
+    due, refused = [], {}
     for planned in queries:
-        with failing_as(planned.key):
-            due.append(planned.due())
+        try:
+            with failing_as(planned.key):
+                due.append(planned.due())
+        except InputRefused as exc:  # that query stays unstarted; the others go on
+            refused[planned.key] = exc
+            due.append(False)
     ensure_tables(spark, [*shared, *(table for planned, has_work in zip(queries, due, strict=True)
                                      if has_work for table in planned.tables())])
     started = []
     for planned, has_work in zip(queries, due, strict=True):
+        if planned.key in refused:
+            started.append(RunningQuery(planned.key, None, refused=refused[planned.key]))
+            continue
         with failing_as(planned.key):
             started.append(planned.start(has_work))
     return started

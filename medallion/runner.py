@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from medallion.bronze.job import start_bronze
 from medallion.config import Settings, Trigger, TriggerKind
+from medallion.errors import InputRefused
 from medallion.gold.job import start_gold
 from medallion.live import BatchCallback
 from medallion.monitoring import ProgressCollector, install, uninstall
@@ -63,6 +64,10 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     ``<lakehouse>/_monitoring`` (after each layer, or every minute for a service), so a run killed
     in gold still leaves the record of its bronze and silver batches. ``on_batch`` (with
     ``monitor``) is given each micro-batch's progress row as it commits (the live display).
+
+    A table whose new input is refused (a landing file its source cannot read as declared) is
+    not run; every other table is, and then :class:`RunIncomplete` names the refusal. A service
+    (processing-time) does not start without it.
     """
     collector = install(spark, settings, str(trigger), on_batch) if monitor else None
     try:
@@ -71,8 +76,12 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
             with _stopping_on_failure(spark):
                 for each in layers_of(layer):
                     started += STARTERS[each](spark, settings, trigger)
+                for query in started:  # a service does not start without one of its tables
+                    if query.refused:
+                        raise query.refused
             return serve(started, collector)
         runs: list[TableRun] = []
+        refused: list[InputRefused] = []
         for each in layers_of(layer):
             log.info("running %s with trigger %s", each.value, trigger)
             try:
@@ -80,6 +89,7 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
                     layer_queries = STARTERS[each](spark, settings, trigger)
                 layer_runs = await_all(layer_queries, collector)
                 runs += layer_runs
+                refused += [query.refused for query in layer_queries if query.refused]
                 if collector is not None and any(run.batches for run in layer_runs):
                     # the record of committed batches survives a kill in a later layer; a layer
                     # that found nothing new leaves its outcome rows to the run's final write
@@ -90,10 +100,26 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
                 # Outside a streaming query (creating a table, reading a checkpoint or a table's
                 # history), storage errors come as JVM errors: name the layer and the root cause.
                 raise JobError(f"{each.value} layer", describe_failure(exc)) from exc
+        if refused:
+            raise RunIncomplete(refused, runs)
         return runs
     finally:
         if collector is not None:
             _finish_monitoring(spark, collector)
+
+
+class RunIncomplete(JobError):
+    """A run that brought every table up to date but those whose new input was refused (the
+    first one names the error); ``runs`` says what each table did."""
+
+    def __init__(self, refused: list[InputRefused], runs: list[TableRun]) -> None:
+        first, more = refused[0], refused[1:]
+        cause = first.cause + (f" (refused as well: {', '.join(r.table for r in more)}, each "
+                               "logged above)" if more else "")
+        super().__init__(first.table, cause)
+        self.refused, self.runs = refused, runs
+        for other in more:
+            log.error("%s", other)
 
 
 @contextmanager

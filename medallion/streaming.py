@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
-from medallion.errors import JobError
+from medallion.errors import InputRefused, JobError
 
 if TYPE_CHECKING:
     from medallion.monitoring import ProgressCollector
@@ -54,6 +54,7 @@ class RunningQuery:
     # failed quality gate: the table, the expectation and what was observed).
     cause: Callable[[], str | None] | None = None
     idle: bool = False  # not started: nothing new for it (``medallion.idle``)
+    refused: InputRefused | None = None  # not started: its new input was refused (why)
 
 
 def _summarise(running: RunningQuery) -> TableRun:
@@ -97,6 +98,10 @@ def await_all(queries: list[RunningQuery],
     runs: list[TableRun] = []
     try:
         for running in queries:
+            if running.refused is not None:  # recorded as failed; the run raises once done
+                _record(monitor, running, None, running.refused.cause)
+                runs.append(TableRun(table=running.table, note="not run: its new input was refused"))
+                continue
             try:
                 if running.query is not None:
                     running.query.awaitTermination()

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.config import Settings, Trigger
-from medallion.errors import JobError
+from medallion.errors import InputRefused
 from medallion.hadoopfs import FileHeads
 from medallion.idle import FolderInput, FolderLook, ListedFile, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
@@ -161,11 +161,12 @@ def parquet_files_that_do_not_fit(spark: SparkSession, look: FolderLook, source:
 
 def _refuse_files_that_do_not_fit(spark: SparkSession, spec: TableSpec, look: FolderLook,
                                   pipeline: PipelineSpec, source: SourceSpec) -> None:
-    """Stop before a new file the source cannot read as declared is read. A CSV file whose
-    header is not the declared one: the reader takes columns by position, so a file with two
-    columns swapped would fill each with the other's values, in every layer, without a word. A
-    Parquet file that is not Parquet or has a column of another kind: its batch would fail, and
-    every run after it, with the good files of the batch unread."""
+    """Refuse the source's new files, before any is read, when one of them its reader cannot read
+    as declared (:class:`~medallion.errors.InputRefused`: this source is not run, the others
+    are). A CSV file whose header is not the declared one: the reader takes columns by position,
+    so a file with two columns swapped would fill each with the other's values, in every layer,
+    without a word. A Parquet file that is not Parquet or has a column of another kind: its batch
+    would fail, and every run after it, with the good files of the batch unread."""
     if source.format is SourceFormat.CSV:
         refused = files_with_other_headers(spark, look, source)
         what = (f"have a header other than the declared {','.join(source.header)} "
@@ -182,11 +183,11 @@ def _refuse_files_that_do_not_fit(spark: SparkSession, spec: TableSpec, look: Fo
     else:
         return
     if refused:
-        raise JobError(spec.key, (
+        raise InputRefused(spec.key, (
             f"{len(refused)} landing file(s) in {look.folder} {what}: {_shown(refused, '; ')}. "
-            "The run stopped before ingesting anything: move the file(s) out of the folder (or "
-            "rename them so the source's glob does not match), and land them again with the "
-            "declared columns under a new name"))
+            f"Nothing was ingested into {spec.key} (the run's other tables went on): move the "
+            "file(s) out of the folder (or rename them so the source's glob does not match), and "
+            "land them again with the declared columns under a new name"))
 
 
 def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,

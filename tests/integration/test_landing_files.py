@@ -37,8 +37,9 @@ from medallion.idle import FolderInput, FolderLook, files_under, location, nothi
 from medallion.landing import LandingError, refuse_misfit
 from medallion.pipeline.model import Field
 from medallion.pipeline.types import parse_type
-from medallion.runner import Layer, run_pipeline
+from medallion.runner import Layer, RunIncomplete, run_pipeline
 from medallion.sources.files import arrow_columns, declared_schema, parquet_misfits
+from medallion.tables import RUN_OUTCOMES
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
@@ -242,10 +243,12 @@ EVENTS_DECLARATION = REPO / "conf" / "pipelines" / "events.yaml"
 ORDERS_HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
 
 
-def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it_is_read(
+def test_a_csv_file_whose_header_is_not_the_declared_one_is_refused_and_the_rest_runs(
         spark: SparkSession, settings: Settings) -> None:
     """Spark's CSV reader takes the columns by position. Before, a till export with ``sku`` and
-    ``store_id`` swapped reached silver with each in the other's place, and no run said so."""
+    ``store_id`` swapped reached silver with each in the other's place, and no run said so. Its
+    source ingests nothing; the run's other tables go on (before this, the whole run stopped:
+    one team's bad file held every pipeline back), and the run fails naming the file."""
     landing = Path(settings.paths.landing)
     write_atomically(landing / "products" / "p.csv", ["sku,product_name,category", "p1,Beans,coffee"])
     write_atomically(landing / "stores" / "s.csv", ["store_id,city", "s1,Lyon"])
@@ -258,16 +261,26 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_stops_the_run_before_it
     swapped = "order_id,line_no,sku,store_id,quantity,unit_price,order_date,order_time"
     write_atomically(orders / "2026-03-02" / "c.csv", [swapped, "o3,1,p1,s1,1,10.00,2026-03-02,09:10:00"])
 
-    with pytest.raises(JobError) as refused:
+    with pytest.raises(RunIncomplete) as refused:
         run_pipeline(spark, settings, Layer.ALL, NOW)
     assert str(refused.value) == (
         f"bronze/orders: 1 landing file(s) in {orders} have a header other than the declared "
         f"{ORDERS_HEADER} (sources.orders.header in {REPO}/conf/pipelines/orders.yaml), and "
         f"their columns would be read by position into other fields: 2026-03-02/c.csv has {swapped}. "
-        "The run stopped before ingesting anything: move the file(s) out of the folder (or "
-        "rename them so the source's glob does not match), and land them again with the declared "
-        "columns under a new name")
+        "Nothing was ingested into bronze/orders (the run's other tables went on): move the "
+        "file(s) out of the folder (or rename them so the source's glob does not match), and land "
+        "them again with the declared columns under a new name")
     assert not Path(settings.paths.lakehouse, "bronze", "orders").exists()
+    for table, key, value in (("products", "sku", "p1"), ("stores", "store_id", "s1")):
+        rows = spark.read.format("delta").load(str(Path(settings.paths.lakehouse, "bronze", table)))
+        assert [r[key] for r in rows.collect()] == [value]  # the other sources ran
+    ran = {run.table: run for run in refused.value.runs}
+    assert (ran["bronze/products"].rows_out, ran["bronze/orders"].batches) == (1, 0)
+    assert ran["bronze/orders"].note == "not run: its new input was refused"
+    outcomes = spark.read.format("delta").load(RUN_OUTCOMES.path(settings)).where(
+        "table = 'bronze/orders'")
+    assert [(r["succeeded"], r["error"]) for r in outcomes.collect()] == [
+        (False, refused.value.cause)]
 
     (orders / "2026-03-02" / "c.csv").rename(orders / "2026-03-02" / "c.csv.rejected")
     run_pipeline(spark, settings, Layer.ALL, NOW)
@@ -328,9 +341,9 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
         f"{declared} declares: export.parquet: its footer cannot be read (")
     assert str(refused.value).endswith(
         "); number-id.parquet: store_id is BIGINT, declared STRING; text-date.parquet: opened is "
-        "STRING, declared DATE. The run stopped before ingesting anything: move the file(s) out "
-        "of the folder (or rename them so the source's glob does not match), and land them again "
-        "with the declared columns under a new name")
+        "STRING, declared DATE. Nothing was ingested into bronze/stores (the run's other tables "
+        "went on): move the file(s) out of the folder (or rename them so the source's glob does "
+        "not match), and land them again with the declared columns under a new name")
     assert "is not a Parquet file" in str(refused.value)
     assert not (tmp_path / "lakehouse" / "bronze" / "stores").exists()
 
