@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 from medallion import hadoopfs
 from medallion.backfill import landing_files_between
 from medallion.config import S3Settings, Settings, Trigger, load_settings
-from medallion.errors import JobError
+from medallion.errors import InputRefused, JobError
 from medallion.generate import write_atomically
 from medallion.hadoopfs import FileHeads
 from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
@@ -281,6 +281,10 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_is_refused_and_the_rest
         "table = 'bronze/orders'")
     assert [(r["succeeded"], r["error"]) for r in outcomes.collect()] == [
         (False, refused.value.cause)]
+    # A service does not start without one of its tables: it fails at once, nothing left running.
+    with pytest.raises(InputRefused, match="Nothing was ingested into bronze/orders"):
+        run_pipeline(spark, settings, Layer.ALL, Trigger.parse("processing-time=5 seconds"))
+    assert spark.streams.active == []
 
     (orders / "2026-03-02" / "c.csv").rename(orders / "2026-03-02" / "c.csv.rejected")
     run_pipeline(spark, settings, Layer.ALL, NOW)
