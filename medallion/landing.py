@@ -152,8 +152,7 @@ def _csv_misfit(path: Path, source: SourceSpec, declared: str) -> str | None:
     if line is None or not header_differs(found, source):
         return None
     return (f"its header is {shown_header(found)}, not the declared {','.join(source.header)} "
-            f"({declared}), and its columns would be read by "
-            "position into other fields")
+            f"({declared}), and its columns would be read by position into other fields")
 
 
 def _parquet_misfit(path: Path, source: SourceSpec, declared: str) -> str | None:
@@ -181,8 +180,8 @@ def _parquet_misfit(path: Path, source: SourceSpec, declared: str) -> str | None
 def refuse_misfit(path: Path, source: SourceSpec, settings: Settings) -> None:
     """Refuse a file whose columns the source cannot read as declared, as the run that reads it
     would (a CSV header other than the declared one; a Parquet file that is not Parquet, or has a
-    column the reader cannot read as declared): landed, it would stop every run until it is
-    moved out."""
+    column the reader cannot read as declared): landed, it would hold its source back at every
+    run until it is moved out."""
     pipeline = next(p for p in settings.pipelines if source in p.sources)
     if source.format is SourceFormat.CSV:
         problem = _csv_misfit(path, source, pipeline.declared_at(f"sources.{source.name}.header"))
