@@ -63,6 +63,8 @@ DEFAULT_WATERMARK = "10 minutes"
 _PYTHON_STEP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # Characters Delta refuses in column names, nested ones included (without column mapping).
 _NOT_IN_DELTA_NAMES = re.compile(r"[ ,;{}()\n\t=]")
+_DELTA_NAMES = ("holds a character a Delta table's column names cannot (a space or one of ,;{}()=, "
+                "a tab or a line break)")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
                  SourceFormat.PARQUET: "*.parquet"}
@@ -262,9 +264,7 @@ class _Reader:
             raise self.error(key, str(exc)) from None
         bad = [name for name in struct_field_names(parsed) if _NOT_IN_DELTA_NAMES.search(name)]
         if bad:  # Spark accepts them; a Delta table without column mapping does not
-            raise self.error(key, f"struct field {bad[0]!r} of {value!r} holds a character a Delta "
-                                  "table's column names cannot (a space or one of ,;{}()=, a tab "
-                                  "or a line break)")
+            raise self.error(key, f"struct field {bad[0]!r} of {value!r} {_DELTA_NAMES}")
         return parsed
 
     def python_step(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
@@ -341,18 +341,15 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
     header = reader.names(section, "header", key) if kind is SourceFormat.CSV else ()
     for index, column in enumerate(header):
         if _NOT_IN_DELTA_NAMES.search(column):  # bronze's columns: the header's names
-            raise reader.error(f"{key}.header.{index}", f"{column!r} holds a character a Delta "
-                               "table's column names cannot (a space or one of ,;{}()=, a tab or "
-                               "a line break); a header is a list: [a, b, c]")
+            raise reader.error(f"{key}.header.{index}",
+                               f"{column!r} {_DELTA_NAMES}; a header is a list: [a, b, c]")
     schema: tuple[Field, ...] = ()
     if kind is SourceFormat.PARQUET:
         schema = tuple(Field(str(c), reader.sql_type(t, f"{key}.schema.{c}"))
                        for c, t in reader.mapping(section, "schema", key, required=True).items())
         for field in schema:
             if _NOT_IN_DELTA_NAMES.search(field.name):
-                raise reader.error(f"{key}.schema.{field.name}", f"{field.name!r} holds a "
-                                   "character a Delta table's column names cannot (a space or "
-                                   "one of ,;{}()=, a tab or a line break)")
+                raise reader.error(f"{key}.schema.{field.name}", f"{field.name!r} {_DELTA_NAMES}")
     topics = reader.names(section, "topics", key) if not files else ()
     for index, topic in enumerate(topics):
         if not _TOPIC.match(topic):

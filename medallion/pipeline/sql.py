@@ -71,24 +71,21 @@ def read_tables(query: str) -> tuple[str, ...] | None:
 
 def split_statements(text: str) -> list[str]:
     """The statements of a SQL script, as written, split at the semicolons that end them (not
-    those inside strings, quoted names or comments); empty ones left out. Text sqlglot cannot
-    read as tokens (an unclosed quote) is one statement, for Spark to judge."""
+    those inside strings, quoted names or comments); empty ones (white space and comments, which
+    sqlglot gives no token) left out. Text sqlglot cannot read as tokens (an unclosed quote) is
+    one statement, for Spark to judge."""
     try:
         tokens = sqlglot.tokenize(text, read=DIALECT)
     except TokenError:
         return [text.strip()] if text.strip() else []
-    statements, start = [], 0
+    statements, start, has_code = [], 0, False
     for token in tokens:
-        if token.token_type is TokenType.SEMICOLON:
-            statements.append(text[start:token.start])
-            start = token.end + 1
-    statements.append(text[start:])
-    return [s.strip() for s in statements if _has_code(s)]
-
-
-def _has_code(text: str) -> bool:
-    """Whether ``text`` holds more than white space and comments."""
-    try:
-        return bool(sqlglot.tokenize(text, read=DIALECT))
-    except TokenError:
-        return True
+        if token.token_type is not TokenType.SEMICOLON:
+            has_code = True
+            continue
+        if has_code:
+            statements.append(text[start:token.start].strip())
+        start, has_code = token.end + 1, False
+    if has_code:
+        statements.append(text[start:].strip())
+    return statements
