@@ -157,6 +157,7 @@ class TableRole(str, Enum):
 
 # Quarantine reasons the parse step gives, beside missing_<column> / invalid_<column> and rule names.
 INVALID_UTF8 = "invalid_utf8"  # the raw record's text is not UTF-8 (or holds U+FFFD in its place)
+NO_VALUE = "no_value"  # JSON: the raw column is null, as in a Kafka tombstone (a record without a value)
 INVALID_JSON = "invalid_json"
 NOT_AN_OBJECT = "not_an_object"
 MALFORMED_RECORD = "malformed_record"
@@ -412,7 +413,7 @@ class SilverSpec:
     def reasons(self) -> tuple[str, ...]:
         """Every quarantine reason the table can give, in the order a row's reasons are listed."""
         found: list[str] = [INVALID_UTF8] + (
-            [INVALID_JSON, NOT_AN_OBJECT] if self.parse is ParseMode.JSON else [MALFORMED_RECORD])
+            [NO_VALUE, INVALID_JSON, NOT_AN_OBJECT] if self.parse is ParseMode.JSON else [MALFORMED_RECORD])
         for column in self.columns:
             if column.required:
                 found.append(missing_reason(column.name))

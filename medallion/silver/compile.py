@@ -7,8 +7,9 @@
 Parsing never fails a batch (Spark 4 runs in ANSI mode, so every conversion is a ``try_`` one):
 
 * ``parse: json``: the raw text goes through Spark's VARIANT type (``try_parse_json``), which tells
-  an invalid line (``invalid_json``) from valid JSON that is not an object (``not_an_object``), and
-  the JSON type of every field: a text column needs a JSON string, a number column a JSON number;
+  an invalid line (``invalid_json``; a null one, a Kafka tombstone, is ``no_value``) from valid
+  JSON that is not an object (``not_an_object``), and the JSON type of every field: a text column
+  needs a JSON string, a number column a JSON number;
 * ``parse: columns``: the input's columns are the raw fields (CSV text, Parquet typed values); a
   line the CSV reader could not split (``_corrupt_record``) is ``malformed_record``.
 
@@ -33,6 +34,7 @@ from medallion.pipeline.model import (
     INVALID_UTF8,
     ISO_8601_WITH_ZONE,
     MALFORMED_RECORD,
+    NO_VALUE,
     NOT_AN_OBJECT,
     ColumnSpec,
     DedupScope,
@@ -80,6 +82,10 @@ def _typed_value_column(name: str) -> str:
 
 def _absent_column(name: str) -> str:
     return f"_absent_{name}"
+
+
+def _some_field_absent_column(name: str) -> str:
+    return f"_some_absent_{name}"  # an expression column: one of the raw fields it reads is absent
 
 
 @dataclass(frozen=True)
@@ -357,8 +363,11 @@ def _column_value(silver: SilverSpec, column: ColumnSpec,
     """The column's typed value, and whether its raw value is absent (a raw value present whose
     typed value is null is invalid)."""
     if column.expr is not None:
-        result = F.col(_value_column(column.name))  # computed from the raw fields beforehand
-        return _from_text(result.try_cast("string"), column), result.isNull()
+        # Computed from the raw fields beforehand. A null result is an absent value when a raw
+        # field it reads is absent, and an invalid one when all of them are there.
+        result = F.col(_value_column(column.name))
+        return (_from_text(result.try_cast("string"), column),
+                result.isNull() & F.col(_some_field_absent_column(column.name)))
     if silver.parse is ParseMode.JSON:
         return _json_field(column)
     raw = F.col(f"`{_RECORD}`.`{column.field_name}`")
@@ -380,6 +389,11 @@ def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, value: Column
     if column.required and column.type.is_string:
         fault = fault.when(_blank(value), F.lit(missing_reason(column.name)))
     return fault
+
+
+def _any_null(names: tuple[str, ...]) -> Column:
+    """Whether one of the columns is null; with none, true (a constant's null result is absent)."""
+    return reduce(operator.or_, [F.col(f"`{name}`").isNull() for name in names], F.lit(not names))
 
 
 def _doc_is_object(silver: SilverSpec) -> Column:
@@ -416,14 +430,18 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
                 fields = [F.col(f"`{_RECORD}`.`{name}`").alias(name) for name in expr_fields]
             exprs = [F.expr(c.expr).alias(_value_column(c.name))
                      for c in silver.columns if c.expr is not None]
-            rows = rows.select("*", *fields).select(_RECORD, *([_DOC] if json else []), *exprs)
+            some_absent = [_any_null(referenced_columns(c.expr)).alias(
+                _some_field_absent_column(c.name)) for c in silver.columns if c.expr is not None]
+            rows = rows.select("*", *fields).select(_RECORD, *([_DOC] if json else []), *exprs,
+                                                    *some_absent)
         # Each step is a projection of its own, so that Spark computes every staged value once
         # per row: written as one expression, each field's value, type and absence were repeated
         # inside every condition that reads them (63 variant lookups for the 5 fields of
         # `events`), and the branches of a CASE are not shared by Spark's elimination of common
         # subexpressions.
         carried = [_RECORD, *([_DOC] if json else []),
-                   *(_value_column(c.name) for c in silver.columns if c.expr is not None)]
+                   *(name for c in silver.columns if c.expr is not None
+                     for name in (_value_column(c.name), _some_field_absent_column(c.name)))]
         if json:
             read = [c for c in silver.columns if c.expr is None]
             rows = rows.select(*carried, *[
@@ -455,7 +473,9 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
         reasons = F.array_distinct(F.array_compact(F.array(*listed)))
         if json:
             doc = F.col(_DOC)
-            reasons = (F.when(doc.isNull(), F.array(F.lit(INVALID_JSON)))
+            reasons = (F.when(F.col(f"`{_RECORD}`.`{silver.raw_column}`").isNull(),
+                              F.array(F.lit(NO_VALUE)))
+                       .when(doc.isNull(), F.array(F.lit(INVALID_JSON)))
                        .when(~_doc_is_object(silver), F.array(F.lit(NOT_AN_OBJECT)))
                        .otherwise(reasons))
         elif CORRUPT_RECORD in input_types:

@@ -17,7 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import KafkaPublish, Settings
-from medallion.produce import send_lines
+from medallion.produce import producer_config, send_lines
 from medallion.runner import Layer, run_pipeline
 from medallion.streaming import TableRun
 from tests.conftest import make_settings
@@ -107,6 +107,15 @@ def kafka_settings(root: Path, broker: Broker, topic: str, **kafka: object) -> S
     return with_kafka_topics(replace(settings, kafka=replace(settings.kafka, **kafka)), topic)
 
 
+def send_tombstone(settings: Settings, topic: str, key: bytes) -> None:
+    """A record with a key and no value, as a compacted topic's producers delete a key."""
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_config(settings.kafka))
+    producer.produce(topic, key=key, value=None)
+    assert producer.flush(30) == 0
+
+
 def _run(spark: SparkSession, settings: Settings) -> dict[str, TableRun]:
     return {run.table: run for run in run_pipeline(spark, settings, Layer.ALL,
                                                    settings.streaming.trigger)}
@@ -131,22 +140,24 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
     customers.mkdir(parents=True)
     (customers / "customers.csv").write_text(CUSTOMERS)
     assert send_lines(settings.kafka, topic, LINES) == len(LINES)
+    send_tombstone(settings, topic, b"e9")
 
     runs = _run(spark, settings)
 
-    # bronze: every record once, with its coordinates
+    # bronze: every record once, with its coordinates, the one without a value included
     bronze_path = settings.table_path("bronze", "events_kafka")
     bronze = spark.read.format("delta").load(bronze_path).collect()
-    assert sorted(r["raw"] for r in bronze) == sorted(LINES)
+    assert sorted(r["raw"] for r in bronze if r["raw"] is not None) == sorted(LINES)
+    assert [r["key"] for r in bronze if r["raw"] is None] == ["e9"]
     by_partition: dict[int, list[int]] = defaultdict(list)
     for row in bronze:
         assert row["topic"] == topic
         assert row["source_file"] == f"kafka://{topic}/{row['partition']}/{row['offset']}"
         by_partition[row["partition"]].append(row["offset"])
-    assert sum(len(v) for v in by_partition.values()) == len(LINES)
+    assert sum(len(v) for v in by_partition.values()) == len(LINES) + 1
     for offsets in by_partition.values():
         assert sorted(offsets) == list(range(len(offsets)))
-    assert runs["bronze/events_kafka"].rows_in == len(LINES)
+    assert runs["bronze/events_kafka"].rows_in == len(LINES) + 1
     assert runs["bronze/events_kafka"].offsets_missing == 0
 
     # silver and quarantine, by the contract's rules computed here
@@ -156,8 +167,10 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
     assert {r["event_id"]: r["segment"] for r in silver} == {
         i: SEGMENTS.get(e["user_id"], "unknown") for i, e in expected.items()}
     quarantine = spark.read.format("delta").load(
-        settings.table_path("silver", "events_quarantine")).count()
-    assert quarantine == 3
+        settings.table_path("silver", "events_quarantine")).collect()
+    assert len(quarantine) == 4
+    # the tombstone says what it is, not invalid_json
+    assert [list(r["reasons"]) for r in quarantine if r["raw"] is None] == [["no_value"]]
     assert runs["silver/events"].duplicates_removed == 1  # rows = silver + quarantine + duplicates
 
     # gold against the independent computation
@@ -183,7 +196,7 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
     rerun = _run(spark, settings)
     assert rerun["bronze/events_kafka"].rows_in == 0
     assert spark.read.format("delta").load(
-        settings.table_path("bronze", "events_kafka")).count() == len(LINES)
+        settings.table_path("bronze", "events_kafka")).count() == len(LINES) + 1
     assert len(kafka_broker.consume_all(silver_topic, len(expected))) == len(expected)
 
     # new records: only they are read; the re-delivered e1 is removed and counted

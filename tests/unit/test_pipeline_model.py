@@ -108,7 +108,7 @@ def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
 
 def test_events_quarantine_reasons_are_todays(events: PipelineSpec) -> None:
     assert events.silver[0].reasons() == (
-        "invalid_utf8", "invalid_json", "not_an_object", "missing_event_id", "invalid_event_id",
+        "invalid_utf8", "no_value", "invalid_json", "not_an_object", "missing_event_id", "invalid_event_id",
         "missing_user_id", "invalid_user_id", "missing_event_type", "invalid_event_type",
         "missing_timestamp", "invalid_timestamp", "future_timestamp", "invalid_amount",
         "negative_amount")

@@ -458,3 +458,67 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
     assert (kept["flags"], kept["attrs"], kept["position"].asDict(recursive=True)) == (
         ["a"], {"fw": 2}, {"lat": 1.5, "lon-e": 2.0, "tags": [True],
                            "at": datetime(2025, 1, 27, 10, 0)})
+
+
+CLICKS = """
+sources:
+  clicks: {format: json_lines, path: clicks, bronze: {table: clicks}}
+silver:
+  clicks:
+    input: bronze/clicks
+    parse: json
+    columns:
+      id: {type: STRING, required: true}
+      clicked_at:
+        type: TIMESTAMP
+        required: true
+        expr: timestamp_millis(try_cast(ms AS BIGINT))
+      page: {type: STRING, expr: "concat(site, path)"}
+    dedup: {key: [id]}
+"""
+
+
+def test_an_expression_null_from_fields_that_are_there_is_invalid_not_missing(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An expression's null result was always ``missing_<col>``: a click whose ``ms`` was
+    ``"soon"`` was reported as having no time at all. Missing now means a field the expression
+    reads is absent; with every field there, a null result is an invalid value."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "clicks.yaml").write_text(CLICKS, encoding="utf-8")
+    (clicks,) = load_pipelines(tmp_path, "local")
+    validate(clicks)
+    parse = compile_silver(clicks, clicks.silver[0]).parse
+    lines = {
+        "good": {"ms": "1737972000000", "site": "a", "path": "/b"},
+        "ms-not-a-number": {"ms": "soon", "site": "a", "path": "/b"},
+        "ms-absent": {"site": "a", "path": "/b"},
+        "ms-null": {"ms": None},
+        "path-absent": {"ms": 1737972000000, "site": "a"},
+    }
+    rows = bronze(spark, *(json.dumps({"id": key, **value}) for key, value in lines.items())
+                  ).transform(parse).collect()
+    assert {r["id"]: list(r["reasons"]) for r in rows} == {
+        "good": [], "ms-not-a-number": ["invalid_clicked_at"], "ms-absent": ["missing_clicked_at"],
+        "ms-null": ["missing_clicked_at"], "path-absent": []}
+    good = next(r for r in rows if r["id"] == "good")
+    assert (good["clicked_at"], good["page"]) == (datetime(2025, 1, 27, 10, 0), "a/b")
+    assert next(r for r in rows if r["id"] == "path-absent")["page"] is None
+
+
+def test_an_order_line_whose_total_cannot_be_computed_from_its_fields_says_so(
+        spark: SparkSession) -> None:
+    """``line_total`` is an expression over ``quantity`` and ``unit_price``: a price that is not a
+    number makes both the price and the total invalid; an absent price, the price missing only."""
+    orders = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "orders")
+    validate(orders)
+    parse_orders = compile_silver(orders, orders.silver[0]).parse
+    prices = {"priced": "3.50", "not-a-price": "three", "no-price": None}
+    bronze_orders = spark.createDataFrame(
+        [(order, "1", "s1", "p1", "2", price, "2025-01-27", "10:00:00", None, "f.csv", INGESTED)
+         for order, price in prices.items()],
+        "order_id STRING, line_no STRING, store_id STRING, sku STRING, quantity STRING, "
+        "unit_price STRING, order_date STRING, order_time STRING, _corrupt_record STRING, "
+        "source_file STRING, ingested_at TIMESTAMP")
+    reasons = {r["order_id"]: list(r["reasons"]) for r in bronze_orders.transform(parse_orders).collect()}
+    assert reasons == {"priced": [], "not-a-price": ["invalid_unit_price", "invalid_line_total"],
+                       "no-price": ["missing_unit_price"]}
