@@ -29,12 +29,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_environment(conf_dir: Path, env: str) -> None:
+    """Refuse an environment that nothing in the folder names (``<env>.yaml`` or a pipeline's
+    ``<name>.<env>.yaml``): a typo would otherwise check the pipelines with no overlay, and say
+    they are valid for an environment that does not exist, as ``medallion run`` refuses it."""
+    known = {p.stem for p in conf_dir.glob("*.yaml") if p.stem != "base"}
+    known |= {p.stem.partition(".")[2] for p in (conf_dir / "pipelines").glob("*.*.yaml")}
+    if env not in known:
+        raise PipelineError("env", str(conf_dir / f"{env}.yaml"),
+                            f"no overlay for environment {env!r} (available: {', '.join(sorted(known))})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Load, validate and print; exit 0, or 2 with the error (key path and file) on stderr."""
     args = _parser().parse_args(argv)
     conf_dir = args.conf_dir or default_conf_dir()
-    env = args.env or os.environ.get(ENV_VAR_ENV) or DEFAULT_ENV
+    given = args.env or os.environ.get(ENV_VAR_ENV)
+    env = given or DEFAULT_ENV
     try:
+        if given:
+            _check_environment(conf_dir, env)
         specs = load_pipelines(conf_dir, env)
         known = [s.name for s in specs]
         for name in args.names:

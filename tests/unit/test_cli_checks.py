@@ -188,6 +188,22 @@ def test_medallion_pipelines_takes_the_common_options_before_the_command_too(
     assert f"watermark (from {conf / 'pipelines' / 'orders.dev.yaml'})" in capsys.readouterr().err
 
 
+def test_medallion_pipelines_refuses_an_environment_nothing_names(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--env prdo`` checked the pipelines with no overlay and said they were valid, for an
+    environment ``medallion run`` refuses."""
+    monkeypatch.delenv("MEDALLION_ENV", raising=False)
+    assert main(["--conf-dir", str(REPO / "conf"), "pipelines", "--env", "prdo"]) == 2
+    err = capsys.readouterr().err
+    assert f"env (from {REPO / 'conf' / 'prdo.yaml'}): no overlay for environment 'prdo'" in err
+    assert "(available: dev, local, prod, s3local)" in err
+    monkeypatch.setenv("MEDALLION_ENV", "prdo")
+    assert main(["--conf-dir", str(REPO / "conf"), "pipelines"]) == 2
+    monkeypatch.setenv("MEDALLION_ENV", "prod")
+    assert main(["--conf-dir", str(REPO / "conf"), "pipelines"]) == 0
+    assert "pipeline(s) valid (env prod," in capsys.readouterr().out
+
+
 def test_ctrl_c_without_a_jvm_unwinds_and_says_so_in_one_line(tmp_path: Path) -> None:
     """A command with no JVM unwinds (what it cleans up on the way out is cleaned: land aborts its
     upload; generate's files appear whole or not at all) and ends in one line, status 130. A run's
