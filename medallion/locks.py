@@ -9,7 +9,7 @@ of failing deep inside the JVM.
 Locks are ``flock`` on files under the lakehouse: they are released by the kernel when the
 process ends, however it ends (SIGKILL included), so a crash never leaves a stale lock. They
 work for a lakehouse on a local or shared POSIX file system; on S3 the scheduler keeps one run
-per job (``infra/scheduling/run-job.sh`` holds a lock per job).
+per job (``infra/scheduling/run-job.sh`` holds a lock per job and options).
 """
 
 from __future__ import annotations
