@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 # validation). It imports nothing of the engine (tables, quality, jobs), which all import it.
 from medallion.durations import parse_duration_seconds
 from medallion.errors import ConfigError
-from medallion.pipeline.load import load_pipelines, pipeline_files
+from medallion.pipeline.load import landing_folder_problem, load_pipelines, pipeline_files
 from medallion.pipeline.validate import validate
 from medallion.pipeline.views import ViewSpec, name_problem, query_problem
 from medallion.redact import has_credentials, is_secret_key
@@ -546,7 +546,6 @@ _S3_PATH_SCHEMES = ("s3a", "s3", "s3n")
 # Letters, digits, '.', '_' and '-' between a letter or digit at each end: S3's rules for new
 # buckets are stricter, but legacy buckets and S3-compatible stores allow these.
 _BUCKET = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$")
-_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def _checked_path(key: str, path: str, source: str) -> str:
@@ -574,13 +573,9 @@ def _checked_path(key: str, path: str, source: str) -> str:
 
 def _source_folder(key: str, value: str, source: str) -> str:
     """A folder under the landing zone: plain names only, so it stays under the landing zone."""
-    parts = value.strip("/").split("/")
-    if not all(_FOLDER.match(part) for part in parts):
-        raise ConfigError(key, source,
-                          f"{value!r} is not a folder under the landing zone: each part must be "
-                          "letters, digits, '.', '_' or '-', not start with '.' or '_' (Spark skips "
-                          "those as hidden), and neither '..' nor ':' is allowed")
-    return "/".join(parts)
+    if problem := landing_folder_problem(value):
+        raise ConfigError(key, source, problem)
+    return value.rstrip("/")
 
 
 def _check_no_credentials(tree: Mapping[str, Any], source: Origins, prefix: str = "") -> None:

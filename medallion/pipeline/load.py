@@ -90,6 +90,21 @@ _AGGREGATE_KEYS = {"function", "column", "default"}
 _EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
 
 
+_FOLDER_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def landing_folder_problem(value: str) -> str | None:
+    """Why ``value`` is not a folder under the landing zone (None when it is one): plain names
+    only, so that a source reads no folder outside the zone (``/etc``, ``../other-team``)."""
+    if value.startswith("/"):
+        return (f"{value!r} is not a folder under the landing zone: give it relative to the zone "
+                f"({value.strip('/')!r} is <landing>/{value.strip('/')})")
+    if all(_FOLDER_PART.match(part) for part in value.rstrip("/").split("/")):
+        return None
+    return (f"{value!r} is not a folder under the landing zone: each part must be letters, "
+            "digits, '.', '_' or '-', not start with '.' or '_' (Spark skips those as hidden), "
+            "and neither '..' nor ':' is allowed")
+
 def pipeline_files(conf_dir: Path) -> list[Path]:
     """The pipeline definitions under ``<conf_dir>/pipelines``: ``<name>.yaml``, no overlays."""
     folder = conf_dir / PIPELINES_DIR
@@ -359,11 +374,18 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
         if not isinstance(setting, (str, int, float, bool)):
             raise reader.error(f"{key}.options.{option}", "a reader option is a string, a number "
                                f"or a boolean, got {setting!r}")
+    path = reader.text(section, "path", prefix=key) if files else None
+    if path is not None and (problem := landing_folder_problem(path)):
+        raise reader.error(f"{key}.path", problem)
+    glob = reader.text(section, "glob", _DEFAULT_GLOB[kind], key) if files else None
+    if glob is not None and "/" in glob:
+        raise reader.error(f"{key}.glob", f"{glob!r}: a glob matches a file's own name, in the "
+                           "folder or under it, and cannot hold '/' (move the folder with path)")
     return SourceSpec(
         name=name, format=kind,
         bronze=BronzeSpec(table=table, doc=reader.doc(bronze, f"{key}.bronze", f"bronze/{table}")),
-        path=reader.text(section, "path", prefix=key).strip("/") if files else None,
-        glob=reader.text(section, "glob", _DEFAULT_GLOB[kind], key) if files else None,
+        path=path.rstrip("/") if path is not None else None,
+        glob=glob,
         header=header, schema=schema, topics=topics,
         options={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()},
         alternative_to=reader.optional_text(section, "alternative_to", key),

@@ -33,7 +33,8 @@ def test_a_path_that_names_no_place_is_refused(tmp_path: Path, path: str, proble
     assert error.value.source.endswith("bad.yaml")
 
 
-@pytest.mark.parametrize("folder", ["../../etc", "events/../..", ".events", "_events", "ev:ents", ""])
+@pytest.mark.parametrize("folder", ["../../etc", "events/../..", ".events", "_events", "ev:ents", "",
+                                    "/mnt/events"])
 def test_a_source_folder_must_stay_under_the_landing_zone(tmp_path: Path, folder: str) -> None:
     with pytest.raises(ConfigError) as error:
         _load(tmp_path, {"sources": {"events": folder}})

@@ -391,3 +391,29 @@ def test_a_source_or_window_spark_or_delta_would_refuse_at_the_run_is_refused(
     error = _fails(tmp_path, events_tree, change)
     _names(error, key, _file(tmp_path))
     assert words in str(error)
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("path", "../other-team/events", "is not a folder under the landing zone"),
+    ("path", "events/../../etc", "is not a folder under the landing zone"),
+    ("path", "/mnt/shared/events", "give it relative to the zone ('mnt/shared/events' is "
+                                   "<landing>/mnt/shared/events)"),
+    ("path", "s3a://bucket/events", "is not a folder under the landing zone"),
+    ("glob", "../*.json", "a glob matches a file's own name"),
+    ("glob", "2026/*.json", "a glob matches a file's own name"),
+])
+def test_a_file_source_reads_only_under_the_landing_zone(
+        tmp_path: Path, events_tree: Tree, key: str, value: str, problem: str) -> None:
+    """A source's ``path`` was joined to the landing zone as given (``../other-team`` read
+    another team's files), and a ``glob`` with a '/' matched nothing, so the source read nothing
+    and no run said so; an absolute path was read under the zone without a word."""
+    error = _fails(tmp_path, events_tree, lambda tree: tree["sources"]["events"].__setitem__(key, value))
+    _names(error, f"sources.events.{key}", _file(tmp_path))
+    assert problem in str(error)
+
+
+def test_a_nested_landing_folder_is_a_folder_under_the_zone(tmp_path: Path, events_tree: Tree) -> None:
+    tree = copy.deepcopy(events_tree)
+    tree["sources"]["events"]["path"] = "web/events/"
+    _write(tmp_path, "events", tree)
+    assert _load(tmp_path).source("events").path == "web/events"
