@@ -6,9 +6,13 @@ Spark SQL expression, and every column it names must exist where it is evaluated
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
 from sqlglot.tokens import TokenType
 
 DIALECT = "spark"
@@ -47,6 +51,26 @@ def referenced_columns(text: str, qualified: bool = False) -> tuple[str, ...]:
         else:
             names[parts[0].name if parts else column.name] = None
     return tuple(names)
+
+
+_NOT_KNOWN = (exp.DataType.Type.BOOLEAN, exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)
+
+
+def non_boolean_type(predicate: str, types: Mapping[str, str]) -> str | None:
+    """The SQL type of ``predicate`` over columns of ``types`` when sqlglot can tell it and it is
+    not BOOLEAN: a rule or a filter such as ``amount + 1`` would otherwise be taken, and Spark
+    would fail the query at its start. None when it is BOOLEAN or sqlglot cannot tell (an unknown
+    function, say): Spark decides then."""
+    schema: dict[str, object] = {"t": dict(types)}
+    try:
+        query = exp.select(sqlglot.parse_one(predicate, dialect=DIALECT)).from_("t")
+        query = qualify(query, schema=schema, dialect=DIALECT, validate_qualify_columns=False)
+        found = annotate_types(query, schema=schema, dialect=DIALECT).selects[0].type
+    except Exception:  # noqa: BLE001 - any failure of sqlglot's inference leaves the type unknown
+        return None
+    if found is None or found.this in _NOT_KNOWN:
+        return None
+    return found.sql(dialect=DIALECT)
 
 
 def _position(node: exp.Expression) -> int:

@@ -34,6 +34,7 @@ from medallion.pipeline.model import (
     AggregateFunction,
     ColumnSpec,
     DedupScope,
+    Field,
     GoldSpec,
     OutputMode,
     ParseMode,
@@ -43,7 +44,7 @@ from medallion.pipeline.model import (
     TableDoc,
     WindowKind,
 )
-from medallion.pipeline.sql import SqlError, referenced_columns
+from medallion.pipeline.sql import SqlError, non_boolean_type, referenced_columns
 from medallion.pipeline.types import SqlType
 from medallion.pipeline.views import name_problem, query_problem
 
@@ -81,6 +82,15 @@ class _Checker:
         if available is not None:
             self.columns_exist(key, names, available, what)
         return names
+
+    def predicate(self, key: str, text: str, fields: Iterable[Field], what: str) -> None:
+        """``text`` names only columns of ``fields``, and is true or false, not a value."""
+        fields = list(fields)
+        self.sql(key, text, [f.name for f in fields], what)
+        kind = non_boolean_type(text, {f.name: str(f.type) for f in fields})
+        if kind is not None:
+            raise self.fail(key, f"{what} must be true or false, and {text!r} is {kind} "
+                                 "(a comparison, say: amount > 0)")
 
     def python_step(self, key: str, step: str) -> None:
         """``module:function`` imports and names something callable (it is not called)."""
@@ -207,7 +217,7 @@ def _check_dimensions(check: _Checker, spec: PipelineSpec) -> None:
         if overlap:
             raise check.fail(f"{key}.columns", f"{', '.join(sorted(overlap))} is already the key")
         if dimension.where is not None:
-            check.sql(f"{key}.where", dimension.where, available, what)
+            check.predicate(f"{key}.where", dimension.where, source.bronze_fields(), what)
 
 
 def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> list[str] | None:
@@ -263,10 +273,12 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
         _check_column(check, column, column_key, raw)
     # Rules run on the typed row, before enrichment: its columns and the kept ones.
     checked = [*declared, *silver.keep]
+    typed = [*(Field(c.name, c.type) for c in silver.columns),
+             *(f for f in source.fields if f.name in silver.keep)]
     for rule in silver.all_rules():
         rule_key = (f"{key}.columns.{rule.column}.rules.{rule.name}" if rule.column
                     else f"{key}.rules.{rule.name}")
-        check.sql(rule_key, rule.predicate, checked, f"rule {rule.name} of {silver.key}")
+        check.predicate(rule_key, rule.predicate, typed, f"rule {rule.name} of {silver.key}")
     if not silver.dedup.key:
         raise check.fail(f"{key}.dedup.key", "required: the column(s) that identify a row")
     check.columns_exist(f"{key}.dedup.key", silver.dedup.key, checked,
@@ -320,7 +332,7 @@ def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
     available = source.column_names
     what = f"the columns of {gold.input}"
     if gold.filter is not None:
-        check.sql(f"{key}.filter", gold.filter, available, f"the filter of {gold.key}")
+        check.predicate(f"{key}.filter", gold.filter, source.fields, f"the filter of {gold.key}")
     if gold.python is not None:
         check.python_step(f"{key}.python", gold.python)
         check.columns_exist(f"{key}.keys", gold.keys, [f.name for f in gold.columns],
@@ -380,8 +392,8 @@ def _check_join(check: _Checker, spec: PipelineSpec, gold: GoldSpec,
     _event_time(check, spec, f"{key}.input", left)
     _event_time(check, spec, f"{key}.join.input", right)
     if join.filter is not None:
-        check.sql(f"{key}.join.filter", join.filter, right.column_names,
-                  f"the join filter of {gold.key}")
+        check.predicate(f"{key}.join.filter", join.filter, right.fields,
+                        f"the join filter of {gold.key}")
     check.columns_exist(f"{key}.join.equal", join.equal, left.column_names,
                         f"the columns of {gold.input}")
     check.columns_exist(f"{key}.join.equal", join.equal, right.column_names,

@@ -417,3 +417,47 @@ def test_a_nested_landing_folder_is_a_folder_under_the_zone(tmp_path: Path, even
     tree["sources"]["events"]["path"] = "web/events/"
     _write(tmp_path, "events", tree)
     assert _load(tmp_path).source("events").path == "web/events"
+
+
+@pytest.mark.parametrize(("key", "path", "text", "found"), [
+    ("silver.events.columns.amount.rules.negative_amount",
+     ("silver", "events", "columns", "amount", "rules", "negative_amount"), "amount + 1",
+     "DECIMAL(18, 4)"),
+    ("silver.events.rules.late", ("silver", "events", "rules", "late"), "ingested_at", "TIMESTAMP"),
+    ("gold.segment_revenue_1h.filter", ("gold", "segment_revenue_1h", "filter"), "upper(event_type)",
+     "STRING"),
+    ("gold.purchase_attribution.join.filter", ("gold", "purchase_attribution", "join", "filter"),
+     "event_type", "STRING"),
+    ("dimensions.customers.where", ("dimensions", "customers", "where"), "length(customer_id)",
+     "INT"),
+])
+def test_a_rule_or_a_filter_that_is_not_true_or_false_is_refused(
+        tmp_path: Path, events_tree: Tree, key: str, path: tuple[str, ...], text: str,
+        found: str) -> None:
+    """``amount + 1`` as a rule was taken, and the run failed at the query's start in Spark's
+    analysis (NOT of a number); a filter or a dimension's ``where`` the same."""
+    def change(tree: Tree) -> None:
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = text
+
+    error = _fails(tmp_path, events_tree, change)
+    _names(error, key, _file(tmp_path))
+    assert f"must be true or false, and {text!r} is {found}" in str(error)
+
+
+def test_predicates_of_every_shape_are_taken(tmp_path: Path, events_tree: Tree) -> None:
+    """The check refuses only what sqlglot types as a value; functions it does not know, lambdas
+    and casts to BOOLEAN are left to Spark."""
+    predicates = ["amount >= 0 OR amount IS NULL", "rlike(event_type, '^[a-z_]+$')",
+                  "startswith(user_id, 'u')", "coalesce(amount > 0, true)",
+                  "if(amount > 0, true, false)", "CASE WHEN amount > 0 THEN TRUE ELSE FALSE END",
+                  "timestamp > ingested_at - INTERVAL 365 DAYS", "hour(timestamp) BETWEEN 0 AND 23",
+                  "exists(array(amount), a -> a >= 0)", "try_cast(event_id AS BOOLEAN) IS NULL",
+                  "some_udf_spark_knows(event_id)", "event_id ILIKE 'e%'", "amount <=> amount"]
+    tree = copy.deepcopy(events_tree)
+    tree["silver"]["events"]["rules"] = {f"rule_{n}": p for n, p in enumerate(predicates)}
+    _write(tmp_path, "events", tree)
+    rules = {r.name: r.predicate for r in _load(tmp_path).silver[0].rules}
+    assert list(rules.values()) == predicates
