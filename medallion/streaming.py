@@ -91,11 +91,16 @@ def _record(monitor: ProgressCollector | None, running: RunningQuery, run: Table
 
 def await_all(queries: list[RunningQuery],
               monitor: ProgressCollector | None = None) -> list[TableRun]:
-    """Wait for every query to finish; stop the rest and raise if one fails.
+    """Wait for every query to finish (available-now or once); raise the first failure then.
 
+    A query that fails does not stop the others: they finish what they were given, as they
+    would have alone. Stopping one interrupts its batch mid-write (Spark's check of whether the
+    interruption of a Python batch function was a stop can then overflow the stream thread's
+    stack, and the JVM prints a thousand lines), and its work is done again by the next run.
     Each table's outcome (succeeded, or failed and why) is given to ``monitor`` if there is one.
     """
     runs: list[TableRun] = []
+    failed: JobError | None = None
     try:
         for running in queries:
             if running.refused is not None:  # recorded as failed; the run raises once done
@@ -106,11 +111,19 @@ def await_all(queries: list[RunningQuery],
                 if running.query is not None:
                     running.query.awaitTermination()
             except StreamingQueryException as exc:
-                _record(monitor, running, None, _cause(exc, running))
-                raise JobError(running.table, _cause(exc, running)) from exc
+                cause = _cause(exc, running)
+                _record(monitor, running, None, cause)
+                if failed is None:
+                    failed = JobError(running.table, cause)
+                    failed.__cause__ = exc
+                else:
+                    log.error("%s failed as well: %s", running.table, cause)
+                continue
             runs.append(_summarise(running))
             _record(monitor, running, runs[-1])
             log.info("%s: done %s", running.table, runs[-1])
+        if failed is not None:
+            raise failed
     finally:
         for running in queries:
             if running.query is not None and running.query.isActive:

@@ -18,3 +18,10 @@ def daily_buyers(frame: Any) -> Any:
 
     return (frame.groupBy(F.to_date("timestamp").alias("day"))
             .agg(F.size(F.collect_set("user_id")).alias("buyers")))
+
+
+def fails_at_run_time(frame: Any) -> Any:
+    """A silver step whose batch fails when Spark computes it (a bug in a team's step)."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumn("event_id", F.expr("CAST(raise_error('a bug in the step') AS STRING)"))
