@@ -168,6 +168,7 @@ def _cause(exc: BaseException, running: RunningQuery | None = None) -> str:
 
 
 TRACEBACK = "Traceback (most recent call last):"
+_LIBRARY_FRAME = re.compile(r"[/\\](pyspark|py4j)[/\\]")
 
 
 def python_error(text: str) -> str | None:
@@ -176,18 +177,22 @@ def python_error(text: str) -> str | None:
     A ``foreachBatch`` function that raises reaches the query as Spark's
     ``FOREACH_BATCH_USER_FUNCTION_ERROR``, whose first line ends at the traceback's header; the
     exception's type and message (and where it was raised) are further down. With chained
-    exceptions the last traceback is the one that ended the batch.
+    exceptions the last traceback is the one that ended the batch. Where: the last frame outside
+    PySpark and Py4J (the code that called Spark), else the last one.
     """
     start = text.rfind(TRACEBACK)
     if start < 0:
         return None
-    where = ""
+    last = caller = ""
     lines = text[start + len(TRACEBACK):].splitlines()
     for number, line in enumerate(lines):
         frame = re.match(r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', line)
         if frame:
-            where = f"{frame['file']}:{frame['line']}, in {frame['func']}"
+            last = f"{frame['file']}:{frame['line']}, in {frame['func']}"
+            if not _LIBRARY_FRAME.search(frame["file"]):
+                caller = last
         elif line.strip() and not line[0].isspace():
+            where = caller or last
             error = line.strip()
             following = lines[number + 1].strip() if number + 1 < len(lines) else ""
             if error.startswith("py4j.protocol.Py4JJavaError") and following.startswith(": "):

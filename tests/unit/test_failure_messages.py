@@ -65,7 +65,29 @@ def test_a_failed_jvm_call_reports_the_jvm_error() -> None:
     assert python_error(JVM_CALL) == (
         "py4j.protocol.Py4JJavaError: An error occurred while calling o212.save.: "
         "java.net.ConnectException: Connection refused "
-        "(at /venv/site-packages/py4j/protocol.py:327, in get_return_value)")
+        "(at /app/medallion/sinks/delta.py:88, in append)")
+
+
+SQL_RAISED = """Return Message: Traceback (most recent call last):
+  File "/venv/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+  File "/venv/site-packages/pyspark/sql/utils.py", line 162, in call
+    self.func(DataFrame(jdf, wrapped_session_jdf), batch_id)
+  File "/app/medallion/silver/job.py", line 231, in write_batch
+    counts = valid.count()
+  File "/venv/site-packages/pyspark/sql/dataframe.py", line 1030, in count
+    return int(self._jdf.count())
+  File "/venv/site-packages/pyspark/errors/exceptions/captured.py", line 288, in deco
+    raise converted from None
+pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION] boom SQLSTATE: P0001
+"""
+
+
+def test_where_is_the_code_that_called_spark_not_pyspark_s_own_frames() -> None:
+    """Before, an error Spark raised while a batch ran was placed in PySpark's ``deco``."""
+    assert python_error(SQL_RAISED) == (
+        "pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION] boom "
+        "SQLSTATE: P0001 (at /app/medallion/silver/job.py:231, in write_batch)")
 
 
 def test_a_text_without_a_traceback_has_no_python_error() -> None:
