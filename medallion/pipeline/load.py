@@ -105,6 +105,7 @@ def landing_folder_problem(value: str) -> str | None:
             "digits, '.', '_' or '-', not start with '.' or '_' (Spark skips those as hidden), "
             "and neither '..' nor ':' is allowed")
 
+
 def pipeline_files(conf_dir: Path) -> list[Path]:
     """The pipeline definitions under ``<conf_dir>/pipelines``: ``<name>.yaml``, no overlays."""
     folder = conf_dir / PIPELINES_DIR
