@@ -26,6 +26,7 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import CharType, StringType, VarcharType
 
 from medallion.gold.compile import load_step
 from medallion.pipeline.model import (
@@ -358,16 +359,18 @@ def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
     return present & F.coalesce(lost, F.lit(True))
 
 
-def _column_value(silver: SilverSpec, column: ColumnSpec,
-                  input_types: Mapping[str, SqlType]) -> tuple[Column, Column]:
+def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[str, SqlType],
+                  typed_result: bool = False) -> tuple[Column, Column]:
     """The column's typed value, and whether its raw value is absent (a raw value present whose
-    typed value is null is invalid)."""
+    typed value is null is invalid). ``typed_result``: an expression column whose result is a
+    number or a boolean, converted as such rather than from its text."""
     if column.expr is not None:
         # Computed from the raw fields beforehand. A null result is an absent value when a raw
         # field it reads is absent, and an invalid one when all of them are there.
         result = F.col(_value_column(column.name))
-        return (_from_text(result.try_cast("string"), column),
-                result.isNull() & F.col(_some_field_absent_column(column.name)))
+        value = result.try_cast(str(column.type)) if typed_result else _from_text(
+            result.try_cast("string"), column)
+        return value, result.isNull() & F.col(_some_field_absent_column(column.name))
     if silver.parse is ParseMode.JSON:
         return _json_field(column)
     raw = F.col(f"`{_RECORD}`.`{column.field_name}`")
@@ -449,9 +452,16 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
                     _field_column(c.name)) for c in read])
             rows = rows.select("*", *[F.schema_of_variant(F.col(_field_column(c.name))).alias(
                 _type_column(c.name)) for c in read])
+        # An expression's result that is not text (a number, a boolean) converts as a typed raw
+        # field does: text would turn DECIMAL 1000.00 into '1000.00', which is no BIGINT.
+        typed_results = {c.name for c in silver.columns if c.expr is not None
+                         and (c.type.is_numeric or c.type.name == "BOOLEAN")
+                         and not isinstance(rows.schema[_value_column(c.name)].dataType,
+                                            (StringType, VarcharType, CharType))}
         converted: list[Column] = []
         for column in silver.columns:
-            value, absent = _column_value(silver, column, input_types)
+            value, absent = _column_value(silver, column, input_types,
+                                          typed_result=column.name in typed_results)
             converted += [value.alias(_typed_value_column(column.name)),
                           absent.alias(_absent_column(column.name))]
         rows = rows.select(*carried, *converted)

@@ -522,3 +522,38 @@ def test_an_order_line_whose_total_cannot_be_computed_from_its_fields_says_so(
     reasons = {r["order_id"]: list(r["reasons"]) for r in bronze_orders.transform(parse_orders).collect()}
     assert reasons == {"priced": [], "not-a-price": ["invalid_unit_price", "invalid_line_total"],
                        "no-price": ["missing_unit_price"]}
+
+
+PRICES = """
+sources:
+  prices: {format: json_lines, path: prices, bronze: {table: prices}}
+silver:
+  prices:
+    input: bronze/prices
+    parse: json
+    columns:
+      id: {type: STRING, required: true}
+      cents: {type: BIGINT, expr: "try_cast(price AS DECIMAL(10,2)) * 100"}
+      dear: {type: BOOLEAN, expr: "try_cast(price AS DECIMAL(10,2)) > 5"}
+      label: {type: INT, expr: "concat(price, '')"}
+    dedup: {key: [id]}
+"""
+
+
+def test_an_expression_that_gives_a_number_converts_as_a_number_not_from_its_text(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An expression's result was converted to the declared type from its text: ``price * 100``
+    gave DECIMAL 1000.00, whose text '1000.00' is no BIGINT, so every row was invalid. A number
+    or a boolean now converts as a typed raw field does; text still converts from text."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "prices.yaml").write_text(PRICES, encoding="utf-8")
+    (prices,) = load_pipelines(tmp_path, "local")
+    validate(prices)
+    parse = compile_silver(prices, prices.silver[0]).parse
+    lines = {"ten": {"price": "10.00"}, "two": {"price": "2"}, "text": {"price": "x"}}
+    rows = bronze(spark, *(json.dumps({"id": key, **value}) for key, value in lines.items())
+                  ).transform(parse).collect()
+    assert {r["id"]: (r["cents"], r["dear"], r["label"], list(r["reasons"])) for r in rows} == {
+        "ten": (1000, True, None, ["invalid_label"]),  # '10.00' is no INT, as text
+        "two": (200, False, 2, []),
+        "text": (None, None, None, ["invalid_cents", "invalid_dear", "invalid_label"])}
