@@ -43,6 +43,7 @@ from medallion.hadoopfs import delete_path
 from medallion.idle import files_under, newest_table_version
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
+from medallion.sinks.evolution import check_declared_state, state_definition
 from medallion.sources.delta import read_table
 from medallion.sources.files import read_landing
 from medallion.streaming import RunningQuery, TableRun, await_all
@@ -308,6 +309,10 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
             log.info("%s: an input was never written; nothing to recompute", gold.spec.key)
             continue  # as a run leaves it: not created until its input has data
         path = gold.spec.path(settings)
+        # A range recomputed with another definition than the rest of the table was made with
+        # would not fit beside it.
+        check_declared_state(spark, gold.spec.key, gold.spec.checkpoint(settings),
+                             state_definition(gold.gold))
         ensure_table(spark, gold.spec, path)
         column = _start_column(gold)
         inputs = [read_table(spark, table.path(settings)) for table in gold.inputs]

@@ -30,8 +30,18 @@ class JobError(RuntimeError):
 
 
 class InputRefused(JobError):
-    """A query's new input was refused before anything of it was read (a landing file its source
-    cannot read as declared): that query does not start, and the run's other queries go on."""
+    """A query was refused before it started: its new input (a landing file its source cannot
+    read as declared: nothing of it is read), or a lakehouse its declaration cannot carry on from
+    (:class:`DeclarationChanged`). That query does not start, and the run's other queries go on."""
+
+    note = "its new input was refused"  # what the run's summary says of the table
+
+
+class DeclarationChanged(InputRefused):
+    """A table, or its query's state, was made by another declaration than the run's, in a way it
+    cannot carry on from (:mod:`medallion.sinks.evolution`)."""
+
+    note = "its declaration changed"
 
 
 class CheckpointError(JobError):

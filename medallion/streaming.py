@@ -54,7 +54,7 @@ class RunningQuery:
     # failed quality gate: the table, the expectation and what was observed).
     cause: Callable[[], str | None] | None = None
     idle: bool = False  # not started: nothing new for it (``medallion.idle``)
-    refused: InputRefused | None = None  # not started: its new input was refused (why)
+    refused: InputRefused | None = None  # not started: refused before it (why)
 
 
 def _summarise(running: RunningQuery) -> TableRun:
@@ -105,7 +105,7 @@ def await_all(queries: list[RunningQuery],
         for running in queries:
             if running.refused is not None:  # recorded as failed; the run raises once done
                 _record(monitor, running, None, running.refused.cause)
-                runs.append(TableRun(table=running.table, note="not run: its new input was refused"))
+                runs.append(TableRun(table=running.table, note=f"not run: {running.refused.note}"))
                 continue
             try:
                 if running.query is not None:

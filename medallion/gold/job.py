@@ -28,6 +28,7 @@ from medallion.gold.compile import (
     compile_join,
     latest_per_key,
 )
+from medallion.hadoopfs import path_exists
 from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import GoldSpec, PipelineSpec
@@ -45,6 +46,7 @@ from medallion.sinks.delta import (
     upsert_batch,
     with_trigger,
 )
+from medallion.sinks.evolution import keep_declared_state, state_definition
 from medallion.sources.delta import read_table_stream
 from medallion.streaming import RunningQuery
 from medallion.tables import QUALITY_RESULTS, TableSpec, quarantine_of
@@ -177,6 +179,14 @@ def flow_tables(settings: Settings, gold: GoldFlow) -> list[TableToMake]:
     return tables
 
 
+def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) -> None:
+    """Refuse to carry on from a state another declaration of the table wrote; record the
+    declaration a new state is written with (:func:`~medallion.sinks.evolution.keep_declared_state`)."""
+    checkpoint = gold.spec.checkpoint(settings)
+    keep_declared_state(spark, gold.spec.key, checkpoint, state_definition(gold.gold),
+                        resumed=path_exists(spark, f"{checkpoint}/offsets"))
+
+
 def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow,
                due: bool | None = None) -> RunningQuery:
     """Start the query of one gold table; idle without work (``due``: already decided)."""
@@ -235,6 +245,7 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
     return start_layer(spark, [
         PlannedQuery(gold.spec.key, due=partial(flow_due, spark, settings, trigger, gold),
                      tables=partial(flow_tables, settings, gold),
-                     start=partial(start_flow, spark, settings, trigger, gold))
+                     start=partial(start_flow, spark, settings, trigger, gold),
+                     check=partial(check_definition, spark, settings, gold))
         for gold in gold_flows(settings)],
         shared=[(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None)])

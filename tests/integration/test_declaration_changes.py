@@ -1,0 +1,137 @@
+"""A team changes its pipeline's declaration after the tables were made, as teams do.
+
+A column added to a silver table is added to the table (rows written before hold null there). A
+gold table whose windows or aggregates changed is refused, naming what changed, since its state was
+made by the declaration before; the other gold tables run, a range backfill of it is refused as the
+run is, and a full refresh of it gives what a fresh lakehouse gives. A silver column dropped or
+retyped is refused before anything of the batch is read, and the declaration put back carries on
+with nothing lost.
+
+Before, the added silver column failed every run with Delta's "A schema mismatch detected", the
+added aggregate with Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE, and a window of another size
+was taken silently: the table named ``_1h`` held one-hour and two-hour windows side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.cli import main
+from medallion.config import Settings, Trigger, load_settings
+from medallion.runner import Layer, RunIncomplete, run_pipeline
+from tests.conf_support import copy_base_conf
+from tests.conftest import REPO
+
+SAMPLES = REPO / "samples" / "landing"
+HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time\n"
+
+
+def _settings(conf: Path, landing: Path, lakehouse: Path) -> Settings:
+    settings = load_settings(env="local", conf_dir=conf, landing=str(landing),
+                             lakehouse=str(lakehouse))
+    return dataclasses.replace(settings, pipelines=(settings.pipeline("orders"),))
+
+
+def _rows(spark: SparkSession, settings: Settings, key: str, *columns: str) -> list[tuple]:
+    path = f"{settings.paths.lakehouse}/{key}"
+    return sorted(tuple(row) for row in spark.read.format("delta").load(path)
+                  .select(*columns).collect())
+
+
+def _land(landing: Path, name: str, *lines: str) -> None:
+    (landing / "orders" / name).write_text(HEADER + "".join(f"{line}\n" for line in lines),
+                                           encoding="utf-8")
+
+
+def _edit(pipeline: Path, *changes: tuple[str, str]) -> None:
+    text = pipeline.read_text(encoding="utf-8")
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    pipeline.write_text(text, encoding="utf-8")
+
+
+UNIT_CENTS = ("      line_total:\n",
+              "      unit_cents:\n        type: BIGINT\n"
+              "        expr: try_cast(unit_price AS DECIMAL(10,2)) * 100\n      line_total:\n")
+TWO_HOURS = ("size: 1 hour, slide: 30 minutes", "size: 2 hours, slide: 30 minutes")
+TOP_PRICE = ("      revenue: {function: sum, column: line_total, default: 0}\n    mode: update",
+             "      revenue: {function: sum, column: line_total, default: 0}\n"
+             "      top_price: {function: max, column: unit_price}\n    mode: update")
+
+
+@pytest.mark.timeout(900)
+def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_carry_on_from(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = copy_base_conf(tmp_path / "conf")
+    (conf / "pipelines" / "events.yaml").unlink()
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    pipeline = conf / "pipelines" / "orders.yaml"
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    shutil.copytree(SAMPLES, landing)
+    settings = _settings(conf, landing, lakehouse)
+    run_pipeline(spark, settings, Layer.ALL, Trigger(), monitor=False)
+    hourly_before = _rows(spark, settings, "gold/category_revenue_1h", "*")
+    first_lines = _rows(spark, settings, "silver/order_lines", "order_id", "line_no")
+    assert hourly_before and first_lines
+
+    # A new column in silver, and the hourly table's windows and aggregates changed.
+    _edit(pipeline, UNIT_CENTS, TWO_HOURS, TOP_PRICE)
+    _land(landing, "2026-03-03.csv", "o20,1,s1,p1,2,10.00,2026-03-03,09:00:00",
+          "o20,2,s1,p2,1,5.50,2026-03-03,09:10:00")
+    changed = _settings(conf, landing, lakehouse)
+    with pytest.raises(RunIncomplete) as refused:
+        run_pipeline(spark, changed, Layer.ALL, Trigger(), monitor=False)
+    message = str(refused.value)
+    assert refused.value.table == "gold/category_revenue_1h", message
+    for said in ('window.size: "1 hour" -> "2 hours"', 'aggregates.top_price added',
+                 "medallion backfill gold/category_revenue_1h --full-refresh"):
+        assert said in message, message
+    outcomes = {run.table: run for run in refused.value.runs}
+    assert outcomes["gold/category_revenue_1h"].note == "not run: its declaration changed"
+    assert outcomes["gold/store_sessions"].batches >= 1  # the other gold table ran
+    assert _rows(spark, changed, "gold/category_revenue_1h", "*") == hourly_before  # untouched
+    cents = dict(((order, line), value) for order, line, value in _rows(
+        spark, changed, "silver/order_lines", "order_id", "line_no", "unit_cents"))
+    assert cents == {**{key: None for key in first_lines}, ("o20", 1): 1000, ("o20", 2): 550}
+
+    # A range recomputed with the new definition would not fit beside the rest: refused too.
+    paths = ["--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    assert main(["backfill", "gold/category_revenue_1h", "--from", "2026-03-02",
+                 "--to", "2026-03-03", *paths]) == 1
+    assert "window.size" in capsys.readouterr().err
+    assert _rows(spark, changed, "gold/category_revenue_1h", "*") == hourly_before
+
+    # The advice, followed, gives what a fresh lakehouse gives with the new declaration.
+    assert main(["backfill", "gold/category_revenue_1h", "--full-refresh", "--yes", *paths]) == 0
+    fresh = _settings(conf, landing, tmp_path / "fresh")
+    run_pipeline(spark, fresh, Layer.ALL, Trigger(), monitor=False)
+    refreshed = _rows(spark, changed, "gold/category_revenue_1h", "*")
+    assert refreshed == _rows(spark, fresh, "gold/category_revenue_1h", "*")
+    assert {end - start for start, end, *_ in refreshed} == {timedelta(hours=2)}
+
+    # A silver column retyped, then one dropped: refused before the batch is read.
+    _land(landing, "2026-03-04.csv", "o30,1,s2,p3,1,2.00,2026-03-04,09:00:00")
+    original = pipeline.read_text(encoding="utf-8")
+    for change, said in (
+            (("      line_no: {type: INT, required: true}",
+              "      line_no: {type: BIGINT, required: true}"),
+             "column line_no is INT in the table and BIGINT in the declaration"),
+            (UNIT_CENTS[::-1], "the table has column unit_cents, which the declaration no "
+                               "longer has")):
+        _edit(pipeline, change)
+        with pytest.raises(RunIncomplete) as refused:
+            run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(),
+                         monitor=False)
+        assert refused.value.table == "silver/order_lines", str(refused.value)
+        assert said in str(refused.value) and "--full-refresh" in str(refused.value)
+        pipeline.write_text(original, encoding="utf-8")
+    assert ("o30", 1) not in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
+    run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(), monitor=False)
+    assert ("o30", 1) in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
