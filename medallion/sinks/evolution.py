@@ -129,9 +129,11 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
     columns = [_column_ddl(declared.fields[i], names[i - 1] if i else None) for i in added]
     escaped = path.replace("`", "``")
     spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({', '.join(columns)})")
+    # Bronze keeps records as they arrived: those before the column came without it.
+    recompute = "" if spec.layer == "bronze" else (
+        f" until `medallion backfill {spec.key} --full-refresh` recomputes them")
     log.warning("%s: column(s) %s added to the table, as its declaration now has them; rows written "
-                "before hold null there until `medallion backfill %s --full-refresh` recomputes "
-                "them", spec.key, ", ".join(names[i] for i in added), spec.key)
+                "before hold null there%s", spec.key, ", ".join(names[i] for i in added), recompute)
 
 
 _ALIGNING: dict[str, threading.Lock] = {}
