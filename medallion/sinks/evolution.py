@@ -83,8 +83,8 @@ def schema_changes(declared: StructType, held: StructType) -> tuple[list[int], l
         if had is None:
             added.append(position)
         elif _plain(had.dataType) != _plain(column.dataType):
-            refused.append(f"column {column.name} is {_plain(had.dataType).upper()} in the table "
-                           f"and {_plain(column.dataType).upper()} in the declaration")
+            refused.append(f"column {column.name} is {_ddl_type(had.dataType)} in the table "
+                           f"and {_ddl_type(column.dataType)} in the declaration")
     refused += [f"the table has column {f.name}, which the declaration no longer has"
                 for f in held.fields if f.name.lower() not in declared_names]
     return added, refused
@@ -126,9 +126,10 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
     if not added:
         return
     names = [f.name for f in declared.fields]
-    columns = [_column_ddl(declared.fields[i], names[i - 1] if i else None) for i in added]
     escaped = path.replace("`", "``")
-    spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({', '.join(columns)})")
+    for i in added:  # in declared order, each after the one before it (added just before, maybe)
+        column = _column_ddl(declared.fields[i], names[i - 1] if i else None)
+        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column})")
     # Bronze keeps records as they arrived: those before the column came without it.
     recompute = "" if spec.layer == "bronze" else (
         f" until `medallion backfill {spec.key} --full-refresh` recomputes them")
