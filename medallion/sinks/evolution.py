@@ -1,23 +1,25 @@
 """A declaration changed after its tables were made: what carries over, and what is refused.
 
 A pipeline's declaration is its tables' definition, and teams change it: a new column, a new
-aggregate, another window. The engine compares what a run is about to write with what the lakehouse
-holds, before any query of the run starts on it:
+aggregate, another window. Before a layer's queries with work start, the engine compares what each
+is about to write with what the lakehouse holds (:func:`medallion.layer.start_layer`):
 
 * **A table's columns** (:func:`align_table`): columns the declaration added are added to the table
   (Delta's ``ADD COLUMNS``, at their declared place, with their comments); rows written before hold
   null in them until the table is recomputed. A column the declaration no longer has, or whose type
-  changed, cannot be changed in place: the run is refused, naming the table and the columns.
+  changed, cannot be changed in place: the table's query is refused, naming the columns.
 * **A stateful query's definition** (:func:`keep_declared_state`): a gold table's windows, groups
   and aggregates (or its join) live in its query's state. A change to them cannot carry on from that
   state: Spark refuses a different state schema in the middle of a run, and a different window size
   over the same schema would silently mix windows of both sizes in one table. The definition the
-  state was written with is kept beside it in the checkpoint, and a run whose declaration differs is
-  refused, naming what changed. Its filter, watermark, defaults, expectations and comments may change
-  (they apply to what comes next).
+  state was written with is kept beside it in the checkpoint, and a query whose declaration differs
+  is refused, naming what changed. Its filter, watermark, defaults, expectations and comments may
+  change (they apply to what comes next).
 
-Either refusal says what to do: put the declaration back, or recompute the table from its input
-with ``medallion backfill <table> --full-refresh``.
+A refused query does not start; the layer's other queries do, and the run then fails naming it
+(:class:`~medallion.errors.DeclarationChanged`). Either refusal says what to do: put the
+declaration back, or recompute the table from its input with
+``medallion backfill <table> --full-refresh``.
 """
 
 from __future__ import annotations
