@@ -145,7 +145,8 @@ _ALIGNING_GUARD = threading.Lock()
 
 def align_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
     """:func:`align_table` for each declared table of ``tables`` that exists (the engine's own,
-    which change with its code, are left out); a table two queries name is aligned once."""
+    which change with its code, are left out); a table two queries name is aligned by one at a
+    time, and the second finds nothing left to add."""
     for spec, path, doc in tables:
         if spec in ENGINE_TABLES or not committed_table_at(spark, path):
             continue
