@@ -4,10 +4,11 @@ A pipeline's declaration is its tables' definition, and teams change it: a new c
 aggregate, another window. Before a layer's queries with work start, the engine compares what each
 is about to write with what the lakehouse holds (:func:`medallion.layer.start_layer`):
 
-* **A table's columns** (:func:`align_table`): columns the declaration added are added to the table
-  (Delta's ``ADD COLUMNS``, at their declared place, with their comments); rows written before hold
-  null in them until the table is recomputed. A column the declaration no longer has, or whose type
-  changed, cannot be changed in place: the table's query is refused, naming the columns.
+* **A table's columns** (:func:`align_table`): columns the declaration added, and fields it added
+  to struct columns, are added to the table (Delta's ``ADD COLUMNS``, at their declared place, with
+  their comments); rows written before hold null in them until the table is recomputed. A column
+  or field the declaration no longer has, or whose type changed, cannot be changed in place: the
+  table's query is refused, naming the columns.
 * **A stateful query's definition** (:func:`keep_declared_state`): a gold table's windows, groups
   and aggregates (or its join) live in its query's state. A change to them cannot carry on from that
   state: Spark refuses a different state schema in the middle of a run, and a different window size
@@ -28,6 +29,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -72,38 +74,81 @@ def table_schema(spark: SparkSession, path: str) -> StructType | None:
     return StructType.fromJson(json.loads(snapshot.schema().json()))
 
 
-def schema_changes(declared: StructType, held: StructType) -> tuple[list[int], list[str]]:
-    """How ``declared`` differs from the ``held`` schema of a table: the positions (in
-    ``declared``) of columns the table lacks, and, each as a sentence, what cannot be changed in
-    place (a column the declaration dropped, or one whose type differs). Names match without case,
-    as Delta's do."""
-    held_by_name = {f.name.lower(): f for f in held.fields}
-    declared_names = {f.name.lower() for f in declared.fields}
-    added, refused = [], []
-    for position, column in enumerate(declared.fields):
-        had = held_by_name.get(column.name.lower())
-        if had is None:
-            added.append(position)
-        elif _plain(had.dataType) != _plain(column.dataType):
-            refused.append(f"column {column.name} is {_ddl_type(had.dataType)} in the table "
-                           f"and {_ddl_type(column.dataType)} in the declaration")
-    refused += [f"the table has column {f.name}, which the declaration no longer has"
-                for f in held.fields if f.name.lower() not in declared_names]
+@dataclass(frozen=True)
+class AddedColumn:
+    """A column the declaration has and the table lacks: at the top level, or a field of a struct
+    column (``parent``: the path to that struct, as Delta's DDL names it, e.g. ``device`` or
+    ``items.element``), after the field before it in the declaration (None: first)."""
+
+    parent: tuple[str, ...]
+    field: StructField
+    after: str | None
+
+    @property
+    def name(self) -> str:
+        return ".".join((*self.parent, self.field.name))
+
+    def ddl(self) -> str:
+        """The column as ``ALTER TABLE ... ADD COLUMNS`` takes it, with its comment and place."""
+        path = ".".join(_quoted(part) for part in (*self.parent, self.field.name))
+        text = f"{path} {_ddl_type(self.field.dataType)}"
+        comment = self.field.metadata.get("comment")
+        if comment:
+            text += " COMMENT '" + comment.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return text + (f" AFTER {_quoted(self.after)}" if self.after else " FIRST")
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def schema_changes(declared: StructType, held: StructType) -> tuple[list[AddedColumn], list[str]]:
+    """How ``declared`` differs from the ``held`` schema of a table: the columns it lacks (fields
+    of struct columns too, at any depth, in arrays' elements and maps' values as well), in the
+    order they can be added, and, each as a sentence, what cannot be changed in place (a column or
+    field the declaration dropped, or one whose type differs). Names match without case, as
+    Delta's do."""
+    added: list[AddedColumn] = []
+    refused: list[str] = []
+    _struct_changes(declared, held, (), added, refused)
     return added, refused
 
 
-def _column_ddl(field: StructField, after: str | None) -> str:
-    comment = field.metadata.get("comment")
-    text = f"`{field.name}` {_ddl_type(field.dataType)}"
-    if comment:
-        text += " COMMENT '" + comment.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return text + (f" AFTER `{after}`" if after else " FIRST")
+def _struct_changes(declared: StructType, held: StructType, parent: tuple[str, ...],
+                    added: list[AddedColumn], refused: list[str]) -> None:
+    held_by_name = {f.name.lower(): f for f in held.fields}
+    declared_names = {f.name.lower() for f in declared.fields}
+    for position, column in enumerate(declared.fields):
+        had = held_by_name.get(column.name.lower())
+        if had is None:
+            added.append(AddedColumn(parent, column,
+                                     declared.fields[position - 1].name if position else None))
+        else:
+            _type_changes(column.dataType, had.dataType, (*parent, had.name), added, refused)
+    refused += [f"the table has column {'.'.join((*parent, f.name))}, which the declaration no "
+                "longer has" for f in held.fields if f.name.lower() not in declared_names]
+
+
+def _type_changes(declared: DataType, held: DataType, path: tuple[str, ...],
+                  added: list[AddedColumn], refused: list[str]) -> None:
+    """A column both have: a struct (also as an array's element or a map's value) may gain
+    fields; any other difference is a new type."""
+    if isinstance(declared, StructType) and isinstance(held, StructType):
+        _struct_changes(declared, held, path, added, refused)
+    elif isinstance(declared, ArrayType) and isinstance(held, ArrayType):
+        _type_changes(declared.elementType, held.elementType, (*path, "element"), added, refused)
+    elif (isinstance(declared, MapType) and isinstance(held, MapType)
+          and _plain(declared.keyType) == _plain(held.keyType)):
+        _type_changes(declared.valueType, held.valueType, (*path, "value"), added, refused)
+    elif _plain(held) != _plain(declared):
+        refused.append(f"column {'.'.join(path)} is {_ddl_type(held)} in the table and "
+                       f"{_ddl_type(declared)} in the declaration")
 
 
 def _ddl_type(data_type: DataType) -> str:
     """A type as DDL, struct field names quoted (``simpleString`` leaves them bare)."""
     if isinstance(data_type, StructType):
-        return "STRUCT<" + ", ".join(f"`{f.name}`: {_ddl_type(f.dataType)}"
+        return "STRUCT<" + ", ".join(f"{_quoted(f.name)}: {_ddl_type(f.dataType)}"
                                      for f in data_type.fields) + ">"
     if isinstance(data_type, ArrayType):
         return f"ARRAY<{_ddl_type(data_type.elementType)}>"
@@ -127,16 +172,14 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
             f"place. {recompute_advice(spec.key)}")
     if not added:
         return
-    names = [f.name for f in declared.fields]
     escaped = path.replace("`", "``")
-    for i in added:  # in declared order, each after the one before it (added just before, maybe)
-        column = _column_ddl(declared.fields[i], names[i - 1] if i else None)
-        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column})")
+    for column in added:  # declared order: what one follows is there already
+        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column.ddl()})")
     # Bronze keeps records as they arrived: those before the column came without it.
     recompute = "" if spec.layer == "bronze" else (
         f" until `medallion backfill {spec.key} --full-refresh` recomputes them")
     log.warning("%s: column(s) %s added to the table, as its declaration now has them; rows written "
-                "before hold null there%s", spec.key, ", ".join(names[i] for i in added), recompute)
+                "before hold null there%s", spec.key, ", ".join(c.name for c in added), recompute)
 
 
 _ALIGNING: dict[str, threading.Lock] = {}

@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 from pyspark.sql.types import (
+    ArrayType,
     DecimalType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -64,8 +66,54 @@ def test_added_columns_are_placed_and_dropped_or_retyped_ones_refused() -> None:
     declared = StructType([StructField("id", StringType()), StructField("note", StringType()),
                            StructField("qty", IntegerType()), StructField("price", DecimalType(10, 2)),
                            StructField("cents", LongType())])
-    assert schema_changes(declared, held) == ([1, 4], [])  # 'Price' is 'price': Delta's names
+    added, refused = schema_changes(declared, held)  # 'Price' is 'price': Delta's names
+    assert refused == []
+    assert [(c.ddl(), c.name) for c in added] == [
+        ("`note` STRING AFTER `id`", "note"), ("`cents` BIGINT AFTER `price`", "cents")]
     retyped = StructType([StructField("id", StringType()), StructField("qty", LongType())])
     assert schema_changes(retyped, held) == ([], [
         "column qty is INT in the table and BIGINT in the declaration",
         "the table has column Price, which the declaration no longer has"])
+
+
+def _struct(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in fields])  # type: ignore[arg-type]
+
+
+def test_a_field_added_to_a_struct_is_added_in_place_at_any_depth() -> None:
+    held = _struct(("id", StringType()),
+                   ("device", _struct(("os", StringType()), ("version", StringType()))),
+                   ("items", ArrayType(_struct(("sku", StringType())))),
+                   ("tags", MapType(StringType(), _struct(("a", IntegerType())))))
+    model = StructField("model", StringType(), metadata={"comment": "the maker's name"})
+    declared = _struct(("id", StringType()),
+                       ("device", StructType([StructField("OS", StringType()), model,
+                                              StructField("version", StringType())])),
+                       ("items", ArrayType(_struct(("qty", IntegerType()), ("sku", StringType()),
+                                                   ("box", _struct(("w", IntegerType())))))),
+                       ("tags", MapType(StringType(), _struct(("a", IntegerType()),
+                                                              ("b", StringType())))))
+    added, refused = schema_changes(declared, held)
+    assert refused == []
+    assert [c.ddl() for c in added] == [
+        "`device`.`model` STRING COMMENT 'the maker\\'s name' AFTER `OS`",
+        "`items`.`element`.`qty` INT FIRST",
+        "`items`.`element`.`box` STRUCT<`w`: INT> AFTER `sku`",
+        "`tags`.`value`.`b` STRING AFTER `a`"]
+    assert [c.name for c in added] == ["device.model", "items.element.qty", "items.element.box",
+                                       "tags.value.b"]
+
+
+def test_a_field_dropped_or_retyped_inside_a_struct_is_refused_by_its_path() -> None:
+    held = _struct(("device", _struct(("os", StringType()), ("version", StringType()))),
+                   ("items", ArrayType(_struct(("sku", StringType()), ("qty", IntegerType())))),
+                   ("tags", MapType(StringType(), IntegerType())))
+    declared = _struct(("device", _struct(("os", StringType()), ("build", LongType()))),
+                       ("items", ArrayType(_struct(("sku", StringType()), ("qty", LongType())))),
+                       ("tags", MapType(IntegerType(), IntegerType())))
+    added, refused = schema_changes(declared, held)
+    assert refused == [
+        "the table has column device.version, which the declaration no longer has",
+        "column items.element.qty is INT in the table and BIGINT in the declaration",
+        "column tags is MAP<STRING, INT> in the table and MAP<INT, INT> in the declaration"]
+    assert [c.name for c in added] == ["device.build"]  # refused with the rest: nothing is added
