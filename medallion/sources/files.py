@@ -39,6 +39,10 @@ from pyspark.sql.types import (
 from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
 from medallion.pipeline.types import SqlType
 
+# The file source's ``maxFileAge``: how much older than the newest file it has read a new file may
+# be and still be read. A thousand years: no file is too old (the source's log keeps every file's
+# path anyway, so nothing is read twice).
+MAX_FILE_AGE = "365000d"
 
 def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
                  max_files_per_trigger: int) -> DataFrame:
@@ -49,6 +53,10 @@ def read_landing(spark: SparkSession, source: SourceSpec, folder: str,
               # (``_temporary``, ``.staging``); names of the ``key=value`` kind are not columns.
               .option("recursiveFileLookup", "true")
               .option("maxFilesPerTrigger", max_files_per_trigger)
+              # Every file not read yet, however old its modification time: Spark's default
+              # (7 days before the newest file read) skips, without a word, a file moved in with
+              # its time kept (mv, cp -p, rsync -a, tar x), as an export of last month is.
+              .option("maxFileAge", MAX_FILE_AGE)
               .options(**source.options))
     if source.format is SourceFormat.JSON_LINES:
         return (reader.format("text").load(folder)

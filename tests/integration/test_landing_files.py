@@ -238,6 +238,30 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
         Path("2025-01-27/b.json"), Path("2025-01-28/d.json"), Path("a.json")]
 
 
+def test_a_file_landed_with_an_old_modification_time_is_read(
+        spark: SparkSession, settings: Settings) -> None:
+    """``mv``, ``cp -p``, ``rsync -a`` and ``tar x`` keep a file's modification time: a partner's
+    export of last month moved into the landing folder is as old as the export. Before, Spark's
+    file source skipped every file more than 7 days older than the newest it had read (its
+    ``maxFileAge``), once it had read one: the run started, read nothing and said nothing, and
+    every later run again, so those records never reached bronze."""
+    events = Path(settings.paths.landing) / "events"
+    write_atomically(events / "today.json", [UTF_8.decode()])
+    _land_customers(settings)
+    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+
+    old = events / "exported-last-month.json"
+    write_atomically(old, [BOM[3:].decode(), CRLF.decode().strip()])
+    month_ago = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
+    os.utime(old, (month_ago, month_ago))
+    [run] = [r for r in run_pipeline(spark, settings, Layer.BRONZE, NOW)
+             if r.table == BRONZE_EVENTS.key]
+    assert (run.batches, run.rows_out) == (1, 2)
+    bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
+    assert sorted(r[0] for r in bronze.select(F.get_json_object("raw", "$.event_id")).collect()) \
+        == ["bom-1", "crlf-1", "utf8-1"]
+
+
 # The refusals name the file that declares what they refuse against, here the repo's own.
 EVENTS_DECLARATION = REPO / "conf" / "pipelines" / "events.yaml"
 ORDERS_HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
