@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -150,12 +150,15 @@ class Plan:
         """The most upstream layer whose run writes one of the rewritten tables."""
         return min((writer_layer(spec) for spec in self.rewrites), key=LAYERS.index)
 
-    def describe(self) -> str:
-        """Human-readable lines: the range, the tables rewritten, the files re-ingested."""
+    def describe(self, absent: Collection[str] = ()) -> str:
+        """Human-readable lines: the range, the tables rewritten, the files re-ingested.
+        ``absent``: the tables of a full refresh not made yet (a gold quarantine no row ever went
+        to), left out of what it deletes."""
         if self.full_refresh:
             lines = [f"full refresh of {self.target}: delete these tables and their checkpoints, "
                      "then process every input again:"]
-            lines += [f"  {spec.key}" for spec in self.rewrites]
+            lines += [f"  {spec.key}" for spec in self.rewrites
+                      if spec.key not in absent or spec.key == self.target]
             if self.metrics_of:
                 lines.append(f"  {SILVER_BATCH_METRICS.key}: the rows of {', '.join(self.metrics_of)}")
             return "\n".join(lines)

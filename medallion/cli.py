@@ -533,6 +533,7 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
 def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     from medallion import backfill as bf
     from medallion.config import Trigger
+    from medallion.hadoopfs import path_exists
     from medallion.runner import Layer, run_pipeline
     from medallion.spark import build_session
     from medallion.summary import format_summary
@@ -551,7 +552,8 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     except bf.BackfillError as exc:
         print(f"medallion: {exc}", file=sys.stderr)
         return 2
-    print(plan.describe())
+    print(plan.describe(absent={spec.key for spec in plan.rewrites if not path_exists(
+        spark, f"{spec.path(settings)}/_delta_log")}))
     if args.dry_run:
         print("dry run: nothing changed")
         return 0

@@ -103,7 +103,7 @@ def test_backfill_of_a_range_leaves_gold_equal_to_a_recomputation_from_silver(
 
 @pytest.mark.timeout(1800)
 def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings,
-                                         tmp_path: Path) -> None:
+                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     generate_landing(Path(settings.paths.landing),
                      GenerateSpec(events=100, files=2, users=6, burst="f1", start=START,
                                   seconds_between_events=10, seed=31))
@@ -114,7 +114,15 @@ def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings
     first_commit = commits[0].stat().st_mtime_ns
 
     # A dry run and an unconfirmed run change nothing.
+    capsys.readouterr()
     assert cli(settings, "backfill", "silver/events", "--full-refresh", "--dry-run") == 0
+    # It lists what it would delete: the gold tables, not their quarantines, which no gate made.
+    listed = capsys.readouterr().out.splitlines()
+    assert {"  silver/events", "  gold/event_counts_5m", "  gold/user_sessions"} <= set(listed)
+    lakehouse = Path(settings.paths.lakehouse)
+    assert not list(lakehouse.glob("gold/*_quarantine")), "the run's gates dropped rows"
+    made = ["  silver/events_quarantine"] if (lakehouse / "silver/events_quarantine").exists() else []
+    assert [line for line in listed if line.endswith("_quarantine")] == made
     assert cli(settings, "backfill", "silver/events", "--full-refresh") == 2  # stdin is no tty
     assert sorted(silver_log.glob("*.json")) == commits
 

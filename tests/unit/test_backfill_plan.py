@@ -58,3 +58,14 @@ def test_refreshing_gold_clears_the_gold_quarantines_too(settings: Settings) -> 
 def test_records_of_past_runs_are_not_rebuilt(settings: Settings, table: str) -> None:
     with pytest.raises(BackfillError, match="record of past runs"):
         plan_backfill(None, settings, table, None, None, full_refresh=True)  # type: ignore[arg-type]
+
+
+def test_a_full_refresh_lists_only_the_tables_it_will_delete(settings: Settings) -> None:
+    """A gold quarantine is made by the first row its gate drops; before, the plan listed it
+    among the tables to delete although there was none."""
+    plan = plan_backfill(None, settings, "gold/user_sessions", None, None, True)  # type: ignore[arg-type]
+    assert plan.describe(absent={"gold/user_sessions_quarantine"}).splitlines() == [
+        "full refresh of gold/user_sessions: delete these tables and their checkpoints, then "
+        "process every input again:", "  gold/user_sessions"]
+    assert plan.describe().splitlines()[1:] == ["  gold/user_sessions",
+                                                "  gold/user_sessions_quarantine"]
