@@ -255,6 +255,14 @@ def _folder_caught_up(source: FolderInput, offset: dict) -> bool:
     return matching <= look.logged(int(offset["logOffset"])).keys()
 
 
+def file_source_log_batch(spark: SparkSession, checkpoint: str, batch: int) -> int:
+    """The batch of the file source's log (``sources/0``) that the query's ``batch`` read up to,
+    from the batch's offsets (-1: before any, for ``batch`` -1). A file source reading alone."""
+    if batch < 0:
+        return -1
+    return int(_entries(read_text(spark, f"{checkpoint}/offsets/{batch}"))[1]["logOffset"])
+
+
 def nothing_new(spark: SparkSession, checkpoint: str,
                 sources: StreamInput | tuple[StreamInput, ...]) -> bool:
     """Whether an available-now run of the query with ``checkpoint`` would do nothing.

@@ -15,14 +15,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
+from medallion.checkpoints import CheckpointState
 from medallion.config import Settings, Trigger
 from medallion.errors import InputRefused
 from medallion.hadoopfs import FileHeads
-from medallion.idle import FolderInput, FolderLook, ListedFile, newest_table_version, skippable
+from medallion.idle import (
+    FolderInput,
+    FolderLook,
+    ListedFile,
+    file_source_log_batch,
+    location,
+    newest_table_version,
+    skippable,
+)
 from medallion.layer import PlannedQuery, start_layer
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
 from medallion.sinks.delta import (
     TableToMake,
+    committed_txn_version,
     ensure_table,
     guard_checkpoint,
     rows_written_since,
@@ -69,6 +79,23 @@ def files_not_read(look: FolderLook, glob: str) -> tuple[list[str], list[str]]:
     changed = sorted(f.path for f in matched
                      if f.modified_ms > read.get(f.location, f.modified_ms))
     return unmatched, changed
+
+
+def files_gone_before_read(spark: SparkSession, look: FolderLook, checkpoint: str,
+                           state: CheckpointState, written: int) -> list[str]:
+    """The files that the batch a run planned and did not commit (``state.replayed``; killed or
+    failed in it) was to read, when that batch's write did not land (``written``: the newest batch
+    the table holds from the query) and the files are no longer under the folder. The batch's
+    replay reads the rest of its files and is committed: Spark's reader passes over a listed file
+    that is gone, without a word."""
+    if state.replayed is None or written >= state.replayed:
+        return []
+    before = look.logged(file_source_log_batch(spark, checkpoint, state.last_committed))
+    planned = look.logged(file_source_log_batch(spark, checkpoint, state.replayed))
+    present = {listed.location for listed in look.listed or ()}
+    folder = location(look.folder)[1].rstrip("/") + "/"
+    return sorted(path.removeprefix(folder) for bucket, path in planned.keys() - before.keys()
+                  if (bucket, path) not in present)
 
 
 def _shown(names: list[str], separator: str = ", ") -> str:
@@ -224,7 +251,16 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
     path, folder = spec.path(settings), landing_folder(settings, source)
     ensure_table(spark, spec, path, settings.table_doc(spec.key))
     checkpoint = spec.checkpoint(settings)
-    guard_checkpoint(spark, path, checkpoint, spec.key)
+    state = guard_checkpoint(spark, path, checkpoint, spec.key)
+    if state is not None and state.replayed is not None:  # a run stopped in a batch
+        look = FolderLook(spark, folder, checkpoint, settings.s3)
+        gone = files_gone_before_read(spark, look, checkpoint, state,
+                                      committed_txn_version(spark, path, state.query_id))
+        if gone:
+            log.warning("%s: %d file(s) that batch %d, which a run stopped in, was to read are no "
+                        "longer in %s, and their records are not ingested: %s (to ingest them, "
+                        "land them again under new names)", spec.key, len(gone), state.replayed,
+                        folder, _shown(gone))
     stream = read_landing(spark, source, folder, settings.streaming.max_files_per_trigger
                           ).transform(shape_bronze(source))
     writer = (

@@ -87,3 +87,44 @@ def test_a_lost_checkpoint_fails_loudly(spark: SparkSession, tmp_path: Path) -> 
     shutil.rmtree(SILVER_EVENTS.checkpoint(settings))
     with pytest.raises(CheckpointError, match="silver/events: checkpoint .* is missing"):
         run_pipeline(spark, settings, Layer.SILVER, Trigger())
+
+
+def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warned_of(
+        spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A run killed in a bronze batch, then the landing folder cleaned (a retention job, a file
+    taken back): the replay reads what is left of the batch and commits it. Before, the records of
+    the file that had gone were lost without a word; now the run names the file. A batch whose
+    write had landed before the kill lost nothing, and is not warned of."""
+    conf = conf_with_small_batches(tmp_path)
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    settings = make_settings_at(lakehouse, landing, conf)
+    generate_landing(landing, GenerateSpec(events=40, files=1, users=5, burst="a", seed=1))
+    run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+    generate_landing(landing, GenerateSpec(events=40, files=2, users=5, burst="b", seed=2))
+    checkpoint = tmp_path / "lakehouse" / "_checkpoints" / "bronze" / "events"
+    run = start_run(conf, landing, lakehouse, tmp_path / "killed.log")
+    assert wait_then_kill(run, checkpoint / "offsets" / "1", 0.0), "the run ended first"
+    assert not (checkpoint / "commits" / "1").exists()
+    events = landing / "events"
+    (events / "b-0000.json").unlink()
+
+    def warnings() -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="medallion.bronze.job"):
+            run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+        return [r.getMessage() for r in caplog.records if "no longer" in r.getMessage()]
+
+    assert warnings() == [
+        f"bronze/events: 1 file(s) that batch 1, which a run stopped in, was to read are no "
+        f"longer in {events}, and their records are not ingested: b-0000.json (to ingest them, "
+        "land them again under new names)"]
+    bronze = spark.read.format("delta").load(str(lakehouse / "bronze" / "events"))
+    files = sorted((Path(r[0]).name, r[1]) for r in bronze.groupBy("source_file").count().collect())
+    assert files == [("a-0000.json", 40), ("b-0001.json", 20)]
+
+    # Killed after its write landed (the commit file lost instead): nothing is missing.
+    newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(newest)).unlink()
+    (events / "b-0001.json").unlink()
+    assert warnings() == []
+    assert bronze.count() == 60
