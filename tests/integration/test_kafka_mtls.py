@@ -21,13 +21,14 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from medallion.config import ConfigError, Settings, Trigger, load_settings
-from medallion.produce import ProduceError, send_lines
+from medallion.produce import ProduceError, producer_config, send_lines
 from medallion.runner import Layer, run_pipeline
 from tests.events_tables import BRONZE_EVENTS_KAFKA
 from tests.kafka_broker import Broker
 from tests.s3_support import write_overlay
 
 TOPIC = "medallion.mtls"
+PUBLISHED = "medallion.mtls.quarantine"
 STORE_PASSWORD_ENV = "MEDALLION_TEST_STORE_PASSWORD"
 LINES = [f'{{"event_id":"m{i}","user_id":"u{i % 3}","event_type":"view",'
          f'"timestamp":"2025-01-27T10:00:{i:02d}Z"}}' for i in range(25)] + ["not json"]
@@ -126,6 +127,7 @@ def _settings(root: Path, secured: SecuredBroker, **security: str) -> Settings:
     overlay = {
         "sources": {"read_from": "kafka"},
         "kafka": {"bootstrap_servers": secured.broker.bootstrap,
+                  "publish": [{"table": "silver/events_quarantine", "topic": PUBLISHED}],
                   "security": {"protocol": "SSL",
                                "truststore_location": str(secured.pki.truststore),
                                "truststore_type": "PKCS12",
@@ -163,6 +165,13 @@ def test_produce_and_bronze_get_in_with_the_client_certificate(
     landed = spark.read.format("delta").load(BRONZE_EVENTS_KAFKA.path(settings))
     assert sorted(row.raw for row in landed.select("raw").collect()) == sorted(LINES)
     assert {row.topic for row in landed.select("topic").distinct().collect()} == {TOPIC}
+
+    # publishing makes the topic, through the same certificate (Kafka's admin client)
+    run_pipeline(spark, settings, Layer.SILVER, Trigger(), monitor=False)
+    (published,) = run_pipeline(spark, settings, Layer.PUBLISH, Trigger(), monitor=False)
+    assert published.rows_out == 1  # the line that is not JSON
+    admin = AdminClient({**producer_config(settings.kafka)})
+    assert PUBLISHED in admin.list_topics(timeout=10).topics
 
 
 def test_produce_without_the_client_certificate_fails_with_one_clear_error(
