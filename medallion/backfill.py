@@ -5,8 +5,10 @@ Range backfill, without double counting:
 * ``gold/<table>`` (or ``gold`` for every declared gold table): the windows that start in
   ``[from, to)`` (sessions: that start in it) are recomputed from the table's declared input with
   the transform compiled from its declaration (the stream's own) and replace the table's rows of
-  that range in one atomic commit (``replaceWhere``). A table a Python step computes has no
-  declared window to cut a range by: it is rebuilt with ``--full-refresh``. Running it
+  that range in one atomic commit (``replaceWhere``). Of a table in mode append (closed windows,
+  sessions), only the windows its stream has closed (ending by its watermark) are recomputed:
+  the open ones are in the stream's state, which appends them once closed. A table a Python step
+  computes has no declared window to cut a range by: it is rebuilt with ``--full-refresh``. Running it
   twice gives the same table. Unlike the stream, the recomputation keeps events that came later
   than the watermark: that is the point of a backfill.
 * ``bronze/events``: the landing files modified in ``[from, to)`` are ingested again by a stream
@@ -18,6 +20,13 @@ Full refresh (``--full-refresh``): the table, every table downstream of it and t
 are deleted, and the layers from the table's own one to gold run again on everything there is, so
 the result equals a fresh run. Because it deletes data it needs a confirmation (or ``--yes``),
 and ``--dry-run`` only prints the plan.
+
+Publications (``kafka.publish``) of a rebuilt table, and of a gold table in mode append whose
+range is recomputed, lose their checkpoints too: their stream could not go on (a rebuilt table is
+another Delta table; a rewritten range is not an append), so the next publish sends the table
+again from its start, and consumers keep the latest message per key as for any replay. A gold
+table updated in place is published through its change data feed, which carries the recomputed
+rows; its publication goes on.
 
 No other run of the pipeline may write the lakehouse meanwhile (as for any job of it).
 """
@@ -36,14 +45,22 @@ from pyspark.sql import functions as F
 from medallion.bronze.job import bronze_spec, landing_folder
 from medallion.bronze.transforms import shape_bronze
 from medallion.catalog import has_entry
-from medallion.config import Settings, Trigger, parse_duration_seconds
+from medallion.checkpoints import emitted_watermark
+from medallion.config import KafkaPublish, Settings, Trigger, parse_duration_seconds
 from medallion.gold.compile import latest_per_key
 from medallion.gold.job import GoldFlow, gold_flows
 from medallion.hadoopfs import delete_path
 from medallion.idle import files_under, newest_table_version
-from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
+from medallion.pipeline.model import (
+    OutputMode,
+    PipelineSpec,
+    SourceFormat,
+    SourceSpec,
+    WindowKind,
+)
 from medallion.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.sinks.evolution import check_declared_state, state_definition
+from medallion.sinks.kafka import publish_checkpoint
 from medallion.sources.delta import read_table
 from medallion.sources.files import read_landing
 from medallion.streaming import RunningQuery, TableRun, await_all
@@ -144,6 +161,7 @@ class Plan:
     rewrites: tuple[TableSpec, ...]
     files: tuple[str, ...] = ()
     metrics_of: tuple[str, ...] = ()  # silver tables rebuilt whose rows of the shared metrics go
+    republished: tuple[KafkaPublish, ...] = ()  # publications whose checkpoints go
 
     @property
     def first_layer(self) -> str:
@@ -161,14 +179,22 @@ class Plan:
                       if spec.key not in absent or spec.key == self.target]
             if self.metrics_of:
                 lines.append(f"  {SILVER_BATCH_METRICS.key}: the rows of {', '.join(self.metrics_of)}")
-            return "\n".join(lines)
+            return "\n".join(lines + self._republished())
         span = f"[{self.start:%Y-%m-%dT%H:%M:%SZ}, {self.end:%Y-%m-%dT%H:%M:%SZ})"
         if self.files:
             lines = [f"backfill {self.target} {span}: ingest again {len(self.files)} landing files "
                      "(silver removes what it already has), then silver and gold run:"]
             return "\n".join([*lines, *(f"  {file}" for file in self.files)])
         lines = [f"backfill {span}: recompute from silver and replace the windows starting in it:"]
-        return "\n".join([*lines, *(f"  {spec.key}" for spec in self.rewrites)])
+        return "\n".join([*lines, *(f"  {spec.key}" for spec in self.rewrites),
+                          *self._republished()])
+
+    def _republished(self) -> list[str]:
+        if not self.republished:
+            return []
+        return ["and delete the checkpoints of these publications (the next publish sends the "
+                "table again, whole):",
+                *(f"  {entry.table} -> topic {entry.topic}" for entry in self.republished)]
 
 
 def _gold_targets(settings: Settings, target: str) -> list[GoldFlow]:
@@ -190,7 +216,9 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
     target = target.replace(".", "/").rstrip("/")
     if full_refresh:
         if target in ("gold",):
-            return Plan(target, None, None, True, gold_group(settings))
+            group = gold_group(settings)
+            return Plan(target, None, None, True, group,
+                        republished=_publications_of(settings, group))
         feeds = downstream(settings)
         spec = next((s for s in gold_group(settings) if s.key == target), None) or _spec(settings, target)
         if spec in (*RUN_RECORDS, QUALITY_RESULTS):
@@ -202,7 +230,8 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         silver_tables = _silver_tables(settings)
         metrics_of = () if SILVER_BATCH_METRICS in rewrites else tuple(
             s.key for s in rewrites if s.key in silver_tables)
-        return Plan(target, None, None, True, rewrites, metrics_of=metrics_of)
+        return Plan(target, None, None, True, rewrites, metrics_of=metrics_of,
+                    republished=_publications_of(settings, rewrites))
     if start is None or end is None:
         raise BackfillError("a range backfill needs --from and --to (or --full-refresh)")
     if start >= end:
@@ -215,7 +244,9 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         if computed:
             raise BackfillError(f"{', '.join(computed)}: a Python step computes it, with no declared "
                                 "window to recompute a range of; rebuild it with --full-refresh")
-        return Plan(target, start, end, False, tuple(g.spec for g in golds))
+        appended = [g.spec for g in golds if g.gold.mode is OutputMode.APPEND]
+        return Plan(target, start, end, False, tuple(g.spec for g in golds),
+                    republished=_publications_of(settings, appended))
     found = file_source_of(settings, target)
     if found is not None:
         files = landing_files_between(spark, settings, start, end, target)
@@ -226,6 +257,11 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         f"{target}: a range backfill is for gold tables (recomputed from silver) and the bronze "
         "tables of landing files (files ingested again, deduplicated by silver); rebuild other "
         "tables with --full-refresh")
+
+
+def _publications_of(settings: Settings, tables: Sequence[TableSpec]) -> tuple[KafkaPublish, ...]:
+    keys = {spec.key for spec in tables}
+    return tuple(entry for entry in settings.kafka.publish if entry.table in keys)
 
 
 def file_source_of(settings: Settings, target: str) -> tuple[PipelineSpec, SourceSpec] | None:
@@ -269,6 +305,15 @@ def _start_column(gold: GoldFlow) -> str:
     return gold.gold.window.bounds[0]
 
 
+def _closed_by(gold: GoldFlow, watermark_ms: int) -> str:
+    """The SQL condition of the windows a table in mode append has had written by its stream:
+    those ending at or before its watermark. A window still open is in the stream's state, which
+    appends it once closed: recomputed by a backfill too, it would be in the table twice."""
+    assert gold.gold.window is not None, f"{gold.spec.key} has no declared window"
+    closed = datetime.fromtimestamp(watermark_ms / 1000, tz=timezone.utc)
+    return f"{gold.gold.window.bounds[1]} <= TIMESTAMP'{closed:%Y-%m-%d %H:%M:%S.%f}+00:00'"
+
+
 def recompute_join(sources: Sequence[DataFrame], gold: GoldFlow, start: datetime,
                    end: datetime) -> DataFrame:
     """The rows of a join table whose time is in ``[start, end)``: the left input's rows of the
@@ -298,8 +343,14 @@ def recompute_gold(source: DataFrame, gold: GoldFlow, start: datetime, end: date
         size = timedelta(seconds=parse_duration_seconds(window.size, "window.size",
                                                         gold.pipeline.file))
         rows = source.where(_range_filter(window.column, start - size, end + size))
-    return (rows.transform(gold.transform)
-            .where(_range_filter(_start_column(gold), start, end))
+    windows = rows.transform(gold.transform)
+    if window.kind is WindowKind.SESSION:
+        # Spark's optimizer pushes a filter on a session's bounds below the merging of sessions,
+        # where it filters the events by their own one-event sessions: a session the range's start
+        # (or the stream's watermark) cuts through would lose its events on one side and come out
+        # split. The sessions are made first, and cut afterwards (Spark 4.0.x).
+        windows = windows.localCheckpoint(eager=True)
+    return (windows.where(_range_filter(_start_column(gold), start, end))
             .select(*gold.spec.column_names))
 
 
@@ -317,15 +368,30 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
         check_declared_state(spark, gold.spec.key, gold.spec.checkpoint(settings),
                              state_definition(gold.gold))
         ensure_table(spark, gold.spec, path)
-        column = _start_column(gold)
+        predicate = _predicate(_start_column(gold), plan.start, plan.end)
+        closed = None  # a table updated in place (or a join's) keeps one row per key by MERGE
+        if gold.gold.mode is OutputMode.APPEND and gold.gold.join is None:
+            watermark = emitted_watermark(spark, gold.spec.key, gold.spec.checkpoint(settings))
+            if watermark is None:
+                log.info("%s: its stream has closed no window yet; nothing to recompute",
+                         gold.spec.key)
+                continue
+            closed = _closed_by(gold, watermark)  # the open ones: the stream's to write
+            predicate = f"{predicate} AND {closed}"
+            log.info("%s: recomputing the windows its stream has closed (%s)", gold.spec.key,
+                     closed)
         inputs = [read_table(spark, table.path(settings)) for table in gold.inputs]
         rows = (recompute_join(inputs, gold, plan.start, plan.end) if gold.gold.join is not None
                 else recompute_gold(inputs[0], gold, plan.start, plan.end))
+        if closed is not None:
+            rows = rows.where(closed)
         rows = rows.persist()
         try:
             written[gold.spec.key] = rows.count()
+            # before the rewrite: killed between the two, the rerun finds the rewrite to do
+            drop_publish_checkpoints(spark, settings, plan, gold.spec.key)
             (rows.write.format("delta").mode("overwrite")
-             .option("replaceWhere", _predicate(column, plan.start, plan.end))
+             .option("replaceWhere", predicate)
              .save(path))
         finally:
             rows.unpersist()
@@ -373,6 +439,7 @@ def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
                  run: Callable[[list[str]], list[TableRun]]) -> list[TableRun]:
     """Delete the plan's tables and checkpoints, then ``run`` the layers from the first concerned."""
     layers = list(LAYERS[LAYERS.index(plan.first_layer):])  # known before anything is deleted
+    drop_publish_checkpoints(spark, settings, plan)  # first: killed after it, a rerun is whole
     for spec in plan.rewrites:  # catalog entries first: Delta cannot resolve a deleted table
         if has_entry(spark, spec.qualified_name):
             spark.sql(f"DROP TABLE {spec.qualified_name}")  # external: the entry only
@@ -389,3 +456,15 @@ def full_refresh(spark: SparkSession, settings: Settings, plan: Plan,
     for spec in plan.rewrites:  # nothing left behind that a restart would trust
         guard_checkpoint(spark, spec.path(settings), spec.checkpoint(settings), spec.key)
     return run(layers)
+
+
+def drop_publish_checkpoints(spark: SparkSession, settings: Settings, plan: Plan,
+                             table: str | None = None) -> None:
+    """Delete the checkpoints of the plan's publications (of ``table`` only, if given): the next
+    publish sends their tables again from the start (see the module's docstring)."""
+    for entry in plan.republished:
+        if table is not None and entry.table != table:
+            continue
+        if delete_path(spark, publish_checkpoint(settings, entry)):
+            log.warning("backfill: deleted the checkpoint of publishing %s to %s; the next publish "
+                        "sends the table again, whole", entry.table, entry.topic)

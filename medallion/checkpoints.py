@@ -257,6 +257,20 @@ def plan_watermark_batch(spark: SparkSession, table: str, checkpoint: str,
     return True
 
 
+def emitted_watermark(spark: SparkSession, table: str, checkpoint: str) -> int | None:
+    """The watermark (epoch ms) of a query's newest committed batch; None before its first.
+
+    An aggregation in append mode has written every window (session) that ends at or before it,
+    and none that ends after: those are still open in its state, and it writes them once closed.
+    """
+    state = inspect_checkpoint(spark, table, checkpoint)
+    if state.last_committed < 0:
+        return None
+    entries = _log_entries(spark, table, f"{checkpoint}/offsets/{state.last_committed}", minimum=2)
+    watermark = entries[0].get("batchWatermarkMs") if isinstance(entries[0], dict) else None
+    return watermark if isinstance(watermark, int) else None
+
+
 def join_state_key_columns(spark: SparkSession, table: str, checkpoint: str) -> int | None:
     """How many key columns a stream-stream join's state holds; None before its first batch.
 

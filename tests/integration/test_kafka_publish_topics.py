@@ -9,17 +9,21 @@ A topic the brokers refuse to make fails the run with their reason, before anyth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from medallion.backfill import backfill_gold, full_refresh, plan_backfill
 from medallion.config import KafkaPublish, Trigger
 from medallion.errors import JobError
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
+from medallion.streaming import TableRun
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker
 
@@ -78,3 +82,60 @@ def test_a_missing_publish_topic_is_made_before_the_first_record(
     assert "could not be created" in error.value.cause
     assert "InvalidTopicException" in error.value.cause and topic in error.value.cause
     assert refused not in strict_broker.admin().list_topics(timeout=10).topics
+
+
+def test_publishing_goes_on_after_backfills_rewrite_what_it_published(
+        spark: SparkSession, strict_broker: Broker, tmp_path: Path) -> None:
+    """A range backfill rewrites closed sessions in place (not an append, which stopped the
+    stream publishing them), and a full refresh makes silver another Delta table (whose id the
+    publishing stream's checkpoint refused): each time the next publish sends the table again.
+    The backfill leaves the sessions still open to the stream, which appends them once closed."""
+    clean, sessions = "backfilled.silver.events", "backfilled.gold.sessions"
+    settings = make_settings(tmp_path, kafka_bootstrap=strict_broker.bootstrap)
+    settings = replace(settings, kafka=replace(settings.kafka, publish=(
+        KafkaPublish("silver/events", clean, ("event_id",)),
+        KafkaPublish("gold/user_sessions", sessions, ("user_id", "session_start")))))
+    spec = GenerateSpec(events=200, files=1, users=10, seconds_between_events=20, late_rate=0)
+    generate_landing(settings.paths.landing, spec)  # 66 minutes: sessions close behind it
+    trigger = Trigger()
+
+    def run(layers: list[str]) -> list[TableRun]:
+        return [r for layer in layers for r in run_pipeline(spark, settings, Layer(layer), trigger)]
+
+    def keys(table: str, *columns: str) -> list[str]:
+        rows = spark.read.format("delta").load(settings.table_path(*table.split("/")))
+        return sorted(json.dumps([str(r[c]) for c in columns]) for r in rows.collect())
+
+    run(["all"])
+    closed = keys("gold/user_sessions", "user_id", "session_start")
+    assert len(closed) >= 10
+    assert len(strict_broker.consume_all(sessions, len(closed))) == len(closed)
+
+    # every closed session recomputed in place, then published again, whole
+    plan = plan_backfill(spark, settings, "gold", spec.start - timedelta(days=1),
+                         spec.start + timedelta(days=1))
+    assert [entry.topic for entry in plan.republished] == [sessions]
+    backfill_gold(spark, settings, plan)
+    assert keys("gold/user_sessions", "user_id", "session_start") == closed  # the open ones: not
+    (published,) = [r for r in run(["publish"]) if r.table.endswith(sessions)]
+    assert published.rows_out == len(closed)
+    assert len(strict_broker.consume_all(sessions, 2 * len(closed))) == 2 * len(closed)
+
+    # the next burst closes the sessions left open: each is in the table once
+    generate_landing(settings.paths.landing, replace(spec, start=spec.start + timedelta(hours=2),
+                                                     burst="later", seed=8))
+    run(["all"])
+    after = keys("gold/user_sessions", "user_id", "session_start")
+    assert len(after) == len(set(after)) > len(closed)
+
+    # silver rebuilt, and everything downstream of it: published again, whole
+    events = keys("silver/events", "event_id")
+    plan = plan_backfill(spark, settings, "silver/events", None, None, full_refresh=True)
+    full_refresh(spark, settings, plan, run)
+    assert keys("silver/events", "event_id") == events
+    outcome = {r.table: r.rows_out for r in run(["publish"])}
+    rebuilt = keys("gold/user_sessions", "user_id", "session_start")
+    assert outcome == {f"publish:silver/events->{clean}": len(events),
+                       f"publish:gold/user_sessions->{sessions}": len(rebuilt)}
+    again = strict_broker.consume_all(clean, 2 * len(events))
+    assert sorted(json.dumps([key]) for key, _ in again) == sorted(events + events)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime, timezone
+
 import pytest
 
 from medallion.backfill import BackfillError, plan_backfill
-from medallion.config import Settings
+from medallion.config import KafkaPublish, Settings
 
 METRICS = {"monitoring/silver_batches"}  # shared by every silver table
 SILVER = {"silver/events", "silver/events_quarantine"}
@@ -69,3 +72,42 @@ def test_a_full_refresh_lists_only_the_tables_it_will_delete(settings: Settings)
         "process every input again:", "  gold/user_sessions"]
     assert plan.describe().splitlines()[1:] == ["  gold/user_sessions",
                                                 "  gold/user_sessions_quarantine"]
+
+
+PUBLISHED = (KafkaPublish("silver/events", "events.clean", ("event_id",)),
+             KafkaPublish("gold/event_counts_5m", "events.counts", ("window_start", "event_type")),
+             KafkaPublish("gold/user_sessions", "events.sessions", ("user_id", "session_start")),
+             KafkaPublish("silver/order_lines", "orders.lines", ()))
+
+
+def with_publications(settings: Settings) -> Settings:
+    return replace(settings, kafka=replace(settings.kafka, publish=PUBLISHED))
+
+
+def test_a_full_refresh_restarts_the_publications_of_the_tables_it_rebuilds(
+        settings: Settings) -> None:
+    """A rebuilt table is another Delta table: the stream publishing the old one cannot go on
+    from its checkpoint (Delta refuses a table whose id changed), so the checkpoint goes too."""
+    plan = plan_backfill(None, with_publications(settings), "silver/events", None, None,  # type: ignore[arg-type]
+                         full_refresh=True)
+    assert [entry.topic for entry in plan.republished] == [
+        "events.clean", "events.counts", "events.sessions"]  # not the orders pipeline's
+    assert plan.describe().splitlines()[-4:] == [
+        "and delete the checkpoints of these publications (the next publish sends the table "
+        "again, whole):",
+        "  silver/events -> topic events.clean", "  gold/event_counts_5m -> topic events.counts",
+        "  gold/user_sessions -> topic events.sessions"]
+
+
+def test_a_range_backfill_restarts_the_publications_of_appended_gold_tables_only(
+        settings: Settings) -> None:
+    """A range recomputed in a gold table in mode append is not an append: the plain stream
+    publishing it would stop there. A table updated in place is published through its change
+    data feed, which carries the recomputed rows."""
+    start, end = datetime(2025, 1, 27, tzinfo=timezone.utc), datetime(2025, 1, 28, tzinfo=timezone.utc)
+    plan = plan_backfill(None, with_publications(settings), "gold", start, end)  # type: ignore[arg-type]
+    assert [entry.table for entry in plan.republished] == ["gold/user_sessions"]
+    assert plan.describe().splitlines()[-1] == "  gold/user_sessions -> topic events.sessions"
+    one = plan_backfill(None, with_publications(settings), "gold/event_counts_5m", start, end)  # type: ignore[arg-type]
+    assert one.republished == ()
+    assert "publications" not in one.describe()
