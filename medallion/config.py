@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 # validation). It imports nothing of the engine (tables, quality, jobs), which all import it.
 from medallion.durations import parse_duration_seconds
 from medallion.errors import ConfigError
-from medallion.pipeline.load import landing_folder_problem, load_pipelines, pipeline_files
-from medallion.pipeline.validate import validate
+from medallion.pipeline.load import PIPELINES_DIR, landing_folder_problem
+from medallion.pipeline.validate import check_pipelines
 from medallion.pipeline.views import ViewSpec, name_problem, query_problem
 from medallion.redact import has_credentials, is_secret_key
 from medallion.yamlfiles import Origins, read_yaml
@@ -53,7 +53,7 @@ ENV_VAR_EVENTS_KIND = "MEDALLION_EVENTS_KIND"  # read_from's former name, still 
 ENV_VAR_KAFKA_BOOTSTRAP = "MEDALLION_KAFKA_BOOTSTRAP"
 ENV_VAR_S3_ENDPOINT = "MEDALLION_S3_ENDPOINT"
 DEFAULT_ENV = "local"
-PIPELINES_FOLDER = "pipelines"  # <conf_dir>/pipelines/<name>.yaml: the declared pipelines
+PIPELINES_FOLDER = PIPELINES_DIR  # <conf_dir>/pipelines/<name>.yaml: the declared pipelines
 
 
 class TriggerKind(str, Enum):
@@ -1061,44 +1061,10 @@ def _declaring(pipelines: tuple[PipelineSpec, ...], table: str) -> tuple[str, st
 
 
 def load_declared_pipelines(conf_dir: Path, env: str) -> tuple[PipelineSpec, ...]:
-    """Every pipeline of ``<conf_dir>/pipelines`` with ``env``'s overlays, loaded and validated.
-
-    A configuration folder is its settings and its pipelines: a folder without ``pipelines/`` (or
-    with no ``<name>.yaml`` in it) is refused, since the engine would otherwise run nothing and
-    say nothing. Two pipelines may not write one table. Errors name the key and the file
-    (:class:`~medallion.pipeline.errors.PipelineError` is a :class:`ConfigError`).
-    """
-    folder = conf_dir / PIPELINES_FOLDER
-    if not folder.is_dir():
-        raise ConfigError("<folder>", str(folder),
-                          f"no pipelines folder: a configuration folder holds base.yaml, its overlays "
-                          f"and {PIPELINES_FOLDER}/<name>.yaml, one file per pipeline (copy the "
-                          f"project's conf/{PIPELINES_FOLDER}/ beside your base.yaml)")
-    if not pipeline_files(conf_dir):
-        raise ConfigError("<folder>", str(folder),
-                          "declares no pipeline: add one <name>.yaml (see docs/pipelines.md)")
-    specs = load_pipelines(conf_dir, env)
-    writers: dict[str, str] = {}
-    for spec in specs:
-        _, tables = validate(spec)
-        for table in tables:
-            if table.key in writers:
-                raise ConfigError(table.declared_at or table.key, spec.file,
-                                  f"{table.key} is also written by pipeline {writers[table.key]}: "
-                                  "a table has one writer")
-            writers[table.key] = spec.name
-    named = {key.replace("/", "."): writer for key, writer in writers.items()}
-    views: dict[str, str] = {}
-    for spec in specs:
-        for view in spec.views:
-            key = f"views.{view.name}"
-            if view.name in views or view.name in named:
-                what = "view" if view.name in views else "table"
-                raise ConfigError(key, spec.source_of(key), f"pipeline "
-                                  f"{views.get(view.name) or named[view.name]} declares a {what} "
-                                  "of this name: a catalog name has one declaration")
-            views[view.name] = spec.name
-    return specs
+    """Every pipeline of ``<conf_dir>/pipelines`` with ``env``'s overlays, loaded and validated,
+    each on its own and against the others (:func:`~medallion.pipeline.validate.check_pipelines`;
+    a :class:`~medallion.pipeline.errors.PipelineError` is a :class:`ConfigError`)."""
+    return tuple(checked.spec for checked in check_pipelines(conf_dir, env))
 
 
 _EXTERNAL_METASTORE_CONF = ("spark.hadoop.hive.metastore.uris",

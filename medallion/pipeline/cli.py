@@ -10,9 +10,8 @@ from pathlib import Path
 
 from medallion.config import DEFAULT_ENV, ENV_VAR_ENV, default_conf_dir
 from medallion.pipeline.errors import PipelineError
-from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.render import render_graph
-from medallion.pipeline.validate import validate
+from medallion.pipeline.validate import check_pipelines
 
 EXIT_OK = 0
 EXIT_INVALID = 2  # as for an invalid configuration: nothing was started
@@ -49,19 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if given:
             _check_environment(conf_dir, env)
-        specs = load_pipelines(conf_dir, env)
-        known = [s.name for s in specs]
+        checked = check_pipelines(conf_dir, env)  # every pipeline, even those not printed
+        known = [c.spec.name for c in checked]
         for name in args.names:
             if name not in known:
                 raise PipelineError(name, str(conf_dir / "pipelines"),
-                                    f"no such pipeline (pipelines: {', '.join(known) or 'none'})")
-        checked = [(spec, *validate(spec)) for spec in specs]  # every pipeline, even those not printed
+                                    f"no such pipeline (pipelines: {', '.join(known)})")
     except PipelineError as exc:
         print(exc, file=sys.stderr)
         return EXIT_INVALID
-    for spec, graph, tables in checked:
-        if not args.names or spec.name in args.names:
-            print(render_graph(spec, graph, tables))
+    for pipeline in checked:
+        if not args.names or pipeline.spec.name in args.names:
+            print(render_graph(pipeline.spec, pipeline.graph, pipeline.tables))
             print()
     print(f"{len(checked)} pipeline(s) valid (env {env}, {conf_dir / 'pipelines'})")
     return EXIT_OK

@@ -23,9 +23,12 @@ import importlib
 import re
 import zoneinfo
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.graph import PipelineGraph, build_graph
+from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_files
 from medallion.pipeline.model import (
     CORRUPT_RECORD,
     INGESTED_AT,
@@ -148,6 +151,57 @@ def validate(spec: PipelineSpec) -> tuple[PipelineGraph, tuple[TableDecl, ...]]:
     tables = spec.tables()
     _check_views(check, spec, tables)
     return graph, tables
+
+
+@dataclass(frozen=True)
+class CheckedPipeline:
+    """A pipeline that :func:`check_pipelines` found valid, with its graph and its tables."""
+
+    spec: PipelineSpec
+    graph: PipelineGraph
+    tables: tuple[TableDecl, ...]
+
+
+def check_pipelines(conf_dir: Path, env: str | None) -> tuple[CheckedPipeline, ...]:
+    """Every pipeline of ``<conf_dir>/pipelines`` with ``env``'s overlays, loaded and checked, on
+    its own and against the others: what ``medallion run`` takes and ``medallion pipelines``
+    reports valid are the same.
+
+    A folder without ``pipelines/`` (or with no ``<name>.yaml`` in it) is refused, since the
+    engine would otherwise run nothing and say nothing. Two pipelines may not write one table, nor
+    declare one catalog name (a table's or a view's). Errors name the key and the file.
+    """
+    folder = conf_dir / PIPELINES_DIR
+    if not folder.is_dir():
+        raise PipelineError("<folder>", str(folder),
+                            f"no pipelines folder: a configuration folder holds base.yaml, its "
+                            f"overlays and {PIPELINES_DIR}/<name>.yaml, one file per pipeline (copy "
+                            f"the project's conf/{PIPELINES_DIR}/ beside your base.yaml)")
+    if not pipeline_files(conf_dir):
+        raise PipelineError("<folder>", str(folder),
+                            "declares no pipeline: add one <name>.yaml (see docs/pipelines.md)")
+    checked = tuple(CheckedPipeline(spec, *validate(spec)) for spec in load_pipelines(conf_dir, env))
+    writers: dict[str, str] = {}
+    for pipeline in checked:
+        for table in pipeline.tables:
+            if table.key in writers:
+                raise PipelineError(table.declared_at or table.key, pipeline.spec.file,
+                                    f"{table.key} is also written by pipeline "
+                                    f"{writers[table.key]}: a table has one writer")
+            writers[table.key] = pipeline.spec.name
+    named = {key.replace("/", "."): writer for key, writer in writers.items()}
+    views: dict[str, str] = {}
+    for pipeline in checked:
+        spec = pipeline.spec
+        for view in spec.views:
+            key = f"views.{view.name}"
+            if view.name in views or view.name in named:
+                what = "view" if view.name in views else "table"
+                raise PipelineError(key, spec.source_of(key), f"pipeline "
+                                    f"{views.get(view.name) or named[view.name]} declares a {what} "
+                                    "of this name: a catalog name has one declaration")
+            views[view.name] = spec.name
+    return checked
 
 
 def _check_views(check: _Checker, spec: PipelineSpec, tables: tuple[TableDecl, ...]) -> None:

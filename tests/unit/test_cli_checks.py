@@ -188,6 +188,38 @@ def test_medallion_pipelines_takes_the_common_options_before_the_command_too(
     assert f"watermark (from {conf / 'pipelines' / 'orders.dev.yaml'})" in capsys.readouterr().err
 
 
+def test_medallion_pipelines_refuses_what_medallion_run_refuses_across_pipelines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two pipelines writing one table, a view named like another pipeline's table, a folder
+    declaring no pipeline: ``medallion run`` refused each before Spark started, while ``medallion
+    pipelines`` (the check a team runs on a change to its declarations) said they were valid."""
+    conf = tmp_path / "conf"
+    copy_base_conf(conf)
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    pipelines = conf / "pipelines"
+    (pipelines / "clicks.yaml").write_text((pipelines / "events.yaml").read_text(), encoding="utf-8")
+    assert main(["pipelines", "--conf-dir", str(conf)]) == 2
+    captured = capsys.readouterr()
+    assert "bronze/events is also written by pipeline clicks: a table has one writer" in captured.err
+    assert f"(from {pipelines / 'events.yaml'})" in captured.err
+    assert "valid" not in captured.out
+    assert main(["run", "bronze", "--conf-dir", str(conf), "--landing", str(tmp_path / "landing"),
+                 "--lakehouse", str(tmp_path / "lake")]) == 2
+    assert "bronze/events is also written by pipeline clicks" in capsys.readouterr().err
+
+    (pipelines / "clicks.yaml").write_text(
+        "views:\n  gold.store_sessions:\n    sql: SELECT 1 AS one\n", encoding="utf-8")
+    assert main(["pipelines", "--conf-dir", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert f"views.gold.store_sessions (from {pipelines / 'clicks.yaml'}): pipeline orders " \
+           "declares a table of this name" in err
+
+    for declaration in pipelines.glob("*.yaml"):
+        declaration.unlink()
+    assert main(["pipelines", "--conf-dir", str(conf)]) == 2
+    assert f"<folder> (from {pipelines}): declares no pipeline" in capsys.readouterr().err
+
+
 def test_medallion_pipelines_refuses_an_environment_nothing_names(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """``--env prdo`` checked the pipelines with no overlay and said they were valid, for an
