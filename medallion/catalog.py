@@ -241,10 +241,25 @@ def register_tables(spark: SparkSession, settings: Settings,
 PREPARED_MARKER = "prepared.json"
 
 
+def _held(spark: SparkSession, names: set[str]) -> list[str]:
+    """Which of ``names`` (``schema.name``, tables and views) the metastore holds, one call per
+    schema and no Spark job."""
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    held = []
+    for schema in sorted({name.partition(".")[0] for name in names}):
+        if external.databaseExists(schema):
+            listed = str(external.listTables(schema).mkString("\n"))
+            held += [f"{schema}.{table}" for table in listed.split("\n") if table]
+    return sorted(name for name in held if name in names)
+
+
 def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
     """What the catalog's preparation depends on, read without a Spark job: which tables have a
-    Delta log, their declared comments, the views in configuration, and which metastore holds
-    them."""
+    Delta log, their declared comments, the views in configuration, which metastore holds them,
+    and which of their names it holds. The last is what a ``DROP TABLE`` or ``DROP VIEW`` outside
+    a run changes (``medallion sql``, the shell, a client of a shared metastore): the next
+    session's preparation then registers the table, or makes the view, again; without it the
+    preparation was skipped and the name stayed missing for good."""
     tables = lakehouse_tables(settings)
     present = [spec.key for spec in tables
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
@@ -265,6 +280,9 @@ def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
         "tables": present,
         "docs": docs,
         "views": [[view.name, view.sql, view.comment] for view in settings.views],
+        # last: listing them boots an embedded metastore, which makes its database
+        "held": _held(spark, {spec.qualified_name.lower() for spec in tables}
+                      | {view.name.lower() for view in settings.views}),
     }
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
