@@ -337,6 +337,9 @@ class Settings:
     # What the engine runs: every pipeline of <conf_dir>/pipelines, with the environment's
     # overlays, validated (never empty once loaded by load_settings).
     pipelines: tuple[PipelineSpec, ...] = ()
+    # The tables of the declared pipelines that ``only`` set aside (``run --pipeline``): declared,
+    # though not run by these settings.
+    set_aside: frozenset[str] = frozenset()
 
     def pipeline(self, name: str) -> PipelineSpec:
         """The declared pipeline called ``name``; KeyError naming the known ones if there is none."""
@@ -425,7 +428,8 @@ class Settings:
         kept = tuple(p for p in self.pipelines if p.name in names)
         tables = declared_tables(kept)
         publish = tuple(entry for entry in self.kafka.publish if entry.table in tables)
-        return replace(self, pipelines=kept, kafka=replace(self.kafka, publish=publish))
+        return replace(self, pipelines=kept, kafka=replace(self.kafka, publish=publish),
+                       set_aside=self.set_aside | (declared_tables(self.pipelines).keys() - tables))
 
     def kafka_sources(self) -> tuple[SourceSpec, ...]:
         """Every declared Kafka source of every pipeline, the ones that run first."""

@@ -21,6 +21,7 @@ from medallion.monitoring import ProgressCollector, install, uninstall
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
 from medallion.streaming import JobError, RunningQuery, TableRun, await_all, describe_failure, serve
+from medallion.tables import undeclared_tables
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     not run; every other table is, and then :class:`RunIncomplete` names the refusal. A service
     (processing-time) does not start without it.
     """
+    _warn_of_undeclared_tables(settings)
     collector = install(spark, settings, str(trigger), on_batch) if monitor else None
     try:
         if trigger.kind is TriggerKind.PROCESSING_TIME:
@@ -106,6 +108,25 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     finally:
         if collector is not None:
             _finish_monitoring(spark, collector)
+
+
+def _warn_of_undeclared_tables(settings: Settings) -> None:
+    """A table taken out of its pipeline's declaration (or renamed in it) keeps its data, its
+    checkpoint and its catalog entry, and analysts could go on reading it without knowing that
+    no run updates it any more: each run says so, and how to remove it."""
+    try:
+        undeclared = undeclared_tables(settings)
+    except Exception as exc:  # noqa: BLE001 - a listing that fails must not stop the run
+        log.info("could not list the lakehouse's tables: %s", exc)
+        return
+    for key in undeclared:
+        layer, _, name = key.partition("/")
+        log.warning("%s: a Delta table at %s that no pipeline declares: no run updates it, and "
+                    "the catalog may still offer it as %s.%s (to remove it: DROP TABLE %s.%s with "
+                    "medallion sql, then delete %s, and %s where it is there)", key,
+                    settings.table_path(layer, name),
+                    layer, name, layer, name, settings.table_path(layer, name),
+                    settings.checkpoint_path(key))
 
 
 class RunIncomplete(JobError):

@@ -16,7 +16,14 @@ from typing import Any
 
 from medallion.config import Settings
 from medallion.deltaread import DeltaReader, read_rows, table_facts
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES, TableSpec, lakehouse_tables, time_columns
+from medallion.tables import (
+    QUERY_PROGRESS,
+    RUN_OUTCOMES,
+    TableSpec,
+    lakehouse_tables,
+    time_columns,
+    undeclared_tables,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class TableStatus:
     last_error: str | None = None
     files: int | None = None
     size_bytes: int | None = None
+    declared: bool = True  # False: in the lakehouse, but no pipeline declares it any more
 
 
 def latest_per_key(rows: Iterable[dict[str, Any]], key: str, order: str) -> dict[str, dict]:
@@ -128,6 +136,14 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
             last_run_succeeded=outcome.get("succeeded"), last_run_at=outcome.get("finished_at"),
             last_error=outcome.get("error"), files=facts.files, size_bytes=facts.size_bytes,
         ))
+    for key in undeclared_tables(settings):  # no run updates them: said, with what they hold
+        layer, _, name = key.partition("/")
+        table = house.open(settings.table_path(layer, name), key)
+        if table is not None:
+            facts = table_facts(table, None, key)
+            result.append(TableStatus(
+                table=key, exists=True, version=facts.version, committed_at=facts.committed_at,
+                rows=facts.rows, files=facts.files, size_bytes=facts.size_bytes, declared=False))
     return result
 
 
@@ -160,7 +176,8 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
         if not s.exists:
             rows.append((s.table, "-", "-", "-", "-", "-", "-", "-", "-", "not created"))
             continue
-        last = "-" if s.last_run_succeeded is None else ("ok" if s.last_run_succeeded else "FAILED")
+        last = ("not declared" if not s.declared else "-" if s.last_run_succeeded is None
+                else "ok" if s.last_run_succeeded else "FAILED")
         rows.append((
             s.table, str(s.version),
             s.committed_at.strftime("%Y-%m-%d %H:%M:%S") if s.committed_at else "-",

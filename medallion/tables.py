@@ -6,6 +6,7 @@ The tables a pipeline writes are its declaration's (:meth:`TableSpec.from_decl`)
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -151,3 +152,50 @@ def quarantine_of(spec: TableSpec) -> TableSpec:
         f"Rows of {spec.key} that a quality gate dropped, with the expectations they failed.",
         folder=spec.folder,
     )
+
+
+# The folders of the lakehouse whose tables pipelines declare (the engine's own are fixed).
+PIPELINE_LAYERS = ("bronze", "silver", "gold")
+
+
+def undeclared_tables(settings: Settings) -> list[str]:
+    """The Delta tables under ``<lakehouse>/<layer>/`` (bronze, silver, gold) that no pipeline
+    declares any more (``<layer>/<name>``): a table removed from its declaration, or renamed in
+    it, stays where it was with its data, checkpoint and catalog entry, and no run updates it.
+    Listed without Spark (the file system, or boto3 for S3)."""
+    root = settings.paths.lakehouse.rstrip("/")
+    declared = {spec.path(settings).rstrip("/") for spec in lakehouse_tables(settings)}
+    declared |= {settings.table_path(*key.split("/", 1)) for key in settings.set_aside}
+    found = []
+    for layer in PIPELINE_LAYERS:
+        folder = f"{root}/{layer}"
+        found += [f"{layer}/{name}" for name in _delta_tables_in(
+            settings, folder, skip={path.rpartition("/")[2] for path in declared
+                                    if path.rpartition("/")[0] == folder})]
+    return found
+
+
+def _delta_tables_in(settings: Settings, folder: str, skip: set[str]) -> list[str]:
+    """The names of the folders right under ``folder``, but ``skip``, that hold a Delta log."""
+    from medallion.s3 import is_s3, parse_s3, s3_client
+
+    if not is_s3(folder):
+        local = folder.removeprefix("file://").removeprefix("file:")
+        try:
+            names = sorted(entry.name for entry in os.scandir(local) if entry.is_dir())
+        except FileNotFoundError:
+            return []
+        return [name for name in names
+                if name not in skip and os.path.isdir(os.path.join(local, name, "_delta_log"))]
+    where = parse_s3(folder)
+    client = s3_client(settings.s3)
+    found = []
+    for page in client.get_paginator("list_objects_v2").paginate(
+            Bucket=where.bucket, Prefix=where.key() + "/", Delimiter="/"):
+        for common in page.get("CommonPrefixes", ()):
+            name = common["Prefix"].rstrip("/").rpartition("/")[2]
+            if name not in skip and client.list_objects_v2(
+                    Bucket=where.bucket, MaxKeys=1,
+                    Prefix=where.key(name, "_delta_log") + "/").get("KeyCount", 0):
+                found.append(name)
+    return sorted(found)

@@ -5,7 +5,7 @@ gold table whose windows or aggregates changed is refused, naming what changed, 
 made by the declaration before; the other gold tables run, a range backfill of it is refused as the
 run is, and a full refresh of it gives what a fresh lakehouse gives. A silver column dropped or
 retyped is refused before anything of the batch is read, and the declaration put back carries on
-with nothing lost.
+with nothing lost. A gold table taken out of the declaration is warned of at each run.
 
 Before, the added silver column failed every run with Delta's "A schema mismatch detected", the
 added aggregate with Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE, and a window of another size
@@ -15,6 +15,7 @@ was taken silently: the table named ``_1h`` held one-hour and two-hour windows s
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -68,7 +69,8 @@ TOP_PRICE = ("      revenue: {function: sum, column: line_total, default: 0}\n  
 
 @pytest.mark.timeout(900)
 def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_carry_on_from(
-        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
     conf = copy_base_conf(tmp_path / "conf")
     (conf / "pipelines" / "events.yaml").unlink()
     (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
@@ -135,3 +137,18 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     assert ("o30", 1) not in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
     run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(), monitor=False)
     assert ("o30", 1) in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
+
+    # A gold table taken out of the declaration: its table stays, and each run says so (before:
+    # nothing, and analysts read it as if it were kept up to date).
+    pipeline.write_text(original[:original.index("  store_sessions:\n")], encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="medallion.runner"):
+        runs = run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(),
+                            monitor=False)
+    assert "gold/store_sessions" not in {run.table for run in runs}
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("gold/store_sessions")]
+    assert said == [f"gold/store_sessions: a Delta table at {lakehouse}/gold/store_sessions that no "
+                    "pipeline declares: no run updates it, and the catalog may still offer it as "
+                    "gold.store_sessions (to remove it: DROP TABLE gold.store_sessions with "
+                    f"medallion sql, then delete {lakehouse}/gold/store_sessions, and "
+                    f"{lakehouse}/_checkpoints/gold/store_sessions where it is there)"], said

@@ -26,7 +26,7 @@ from medallion.deltaread import (
 from medallion.grid import show_string
 from medallion.quality.summary import summarise
 from medallion.status import collect_status, format_status, state_bytes
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES, undeclared_tables
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 
@@ -118,6 +118,33 @@ def test_status_reads_a_lakehouse_without_spark(tmp_path: Path,
     assert main(args) == 1  # a table whose last run failed
     out = capsys.readouterr().out
     assert "error: gold/event_counts_5m: boom: the disk is full" in out
+
+
+def test_status_lists_the_tables_no_pipeline_declares_any_more(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gold table taken out of its declaration (or renamed in it) keeps its data, checkpoint
+    and catalog entry, and no run updates it: before, ``status`` showed nothing of it, and runs
+    said nothing (each run now warns of it; tests/integration/test_declaration_changes.py)."""
+    settings = make_settings(tmp_path)
+    _write_counts(settings, [(T0, "view", 2)])
+    lakehouse = Path(settings.paths.lakehouse)
+    write_deltalake(str(lakehouse / "gold" / "event_counts_1m"),
+                    pa.table({"event_type": ["view", "click", "view"]}))
+    write_deltalake(str(lakehouse / "silver" / "clicks"), pa.table({"n": [1]}))
+    (lakehouse / "gold" / "notes").mkdir()  # a folder with no Delta log is no table
+    assert undeclared_tables(settings) == ["silver/clicks", "gold/event_counts_1m"]
+    # narrowed to one pipeline (`run --pipeline orders`), the other's tables are still declared
+    assert undeclared_tables(settings.only(["orders"])) == ["silver/clicks", "gold/event_counts_1m"]
+
+    status = {s.table: s for s in collect_status(settings)}
+    old = status["gold/event_counts_1m"]
+    assert (old.declared, old.exists, old.version, old.rows) == (False, True, 0, 3)
+    assert status["gold/event_counts_5m"].declared and "gold/notes" not in status
+    assert main(["status", "--conf-dir", str(REPO / "conf"), "--landing", settings.paths.landing,
+                 "--lakehouse", settings.paths.lakehouse]) == 0
+    line = next(row for row in capsys.readouterr().out.splitlines()
+                if row.startswith("gold/event_counts_1m "))
+    assert line.split()[1] == "0" and line.split()[4] == "3" and line.endswith("not declared")
 
 
 def _write_progress(settings: Settings, batches: list[tuple[str, datetime, int | None, dict]]) -> None:
