@@ -562,6 +562,8 @@ def _checked_path(key: str, path: str, source: str) -> str:
         if ":" in path:
             # Hadoop reads the part before a colon as a URI scheme ("Relative path in absolute URI").
             raise ConfigError(key, source, f"{path!r}: a local path cannot hold ':'")
+        if (file := _file_in_the_way(Path(path).expanduser())) is not None:
+            raise ConfigError(key, source, f"{path!r} is not a folder: {str(file)!r} is a file")
         return path
     authority, _, prefix = rest.partition("/")
     if scheme.lower() in _S3_PATH_SCHEMES:
@@ -573,6 +575,15 @@ def _checked_path(key: str, path: str, source: str) -> str:
     if any(part in (".", "..") for part in prefix.split("/")):
         raise ConfigError(key, source, f"{path!r}: '.' and '..' segments are not resolved in a URI")
     return path
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The nearest of ``path`` and its parents that exists, when it is not a folder (a local
+    lakehouse or landing zone made there could not be made: before, a traceback)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
 
 
 def _source_folder(key: str, value: str, source: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -279,9 +280,18 @@ def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     """Start landing what is new of every source that runs, of every pipeline, in its bronze
     table; a missing landing folder is skipped. The tables of the sources with work are made
     first, side by side (:func:`~medallion.layer.start_layer`)."""
+    sources = [(pipeline, source) for pipeline in settings.pipelines
+               for source in settings.active_sources(pipeline)]
+    landing = settings.paths.landing
+    if "://" not in landing and not os.path.isdir(landing) and any(
+            source.format is not SourceFormat.KAFKA for _, source in sources):
+        # One source's folder may not exist before its data first comes (said with -v only);
+        # the whole zone missing is more likely a path given wrong.
+        log.warning("the landing zone %s does not exist: the file sources have nothing to ingest "
+                    "(paths.landing in %s/<env>.yaml, --landing or $MEDALLION_LANDING)",
+                    landing, settings.conf_dir)
     return start_layer(spark, [_planned(spark, settings, trigger, pipeline, source)
-                               for pipeline in settings.pipelines
-                               for source in settings.active_sources(pipeline)])
+                               for pipeline, source in sources])
 
 
 def _planned(spark: SparkSession, settings: Settings, trigger: Trigger, pipeline: PipelineSpec,

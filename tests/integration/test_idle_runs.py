@@ -7,9 +7,11 @@ checked against what Spark then does (a run that finds work processes rows).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
@@ -129,3 +131,22 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
     # A service (processing-time trigger) always starts its queries.
     assert not skippable(spark, Trigger.parse("processing-time=1 minute"),
                          SILVER_EVENTS.path(settings), checkpoint, source)
+
+
+def test_a_landing_zone_that_does_not_exist_is_warned_of(
+        spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """A landing path given wrong (a typo in --landing) gave a summary of zeros at every run and
+    no word: one source's folder may be missing before its first data, the whole zone not."""
+    assert not Path(settings.paths.landing).exists()
+    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+        runs = run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+    assert all(run.batches == 0 for run in runs)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the landing zone {settings.paths.landing} does not exist: the file sources have nothing "
+        f"to ingest (paths.landing in {settings.conf_dir}/<env>.yaml, --landing or "
+        "$MEDALLION_LANDING)"]
+    caplog.clear()
+    (Path(settings.paths.landing) / "events").mkdir(parents=True)  # the zone, no data yet
+    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+        run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+    assert caplog.records == []

@@ -163,6 +163,26 @@ def test_maintain_refuses_an_unknown_table_before_spark_starts(
     assert not (tmp_path / "lake").exists()  # no lock taken, no session
 
 
+def test_a_lakehouse_or_landing_zone_where_a_file_is_is_refused_before_spark_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, a lakehouse given as a file's path ended in a NotADirectoryError's traceback."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder\n", encoding="utf-8")
+    assert main(["run", "all", "--conf-dir", str(REPO / "conf"), "--landing", str(tmp_path),
+                 "--lakehouse", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert f"paths.lakehouse (from --lakehouse): {str(afile)!r} is not a folder: " \
+           f"{str(afile)!r} is a file" in err
+    assert "Traceback" not in err
+    monkeypatch.setenv("MEDALLION_LANDING", str(afile / "landing"))
+    assert main(["status", "--conf-dir", str(REPO / "conf"),
+                 "--lakehouse", str(tmp_path / "lake")]) == 2
+    assert f"paths.landing (from $MEDALLION_LANDING): {str(afile / 'landing')!r} is not a " \
+           f"folder: {str(afile)!r} is a file" in capsys.readouterr().err
+    assert not (tmp_path / "lake").exists()
+
+
 def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
