@@ -114,12 +114,7 @@ def _warn_of_undeclared_tables(settings: Settings) -> None:
     """A table taken out of its pipeline's declaration (or renamed in it) keeps its data, its
     checkpoint and its catalog entry, and analysts could go on reading it without knowing that
     no run updates it any more: each run says so, and how to remove it."""
-    try:
-        undeclared = undeclared_tables(settings)
-    except Exception as exc:  # noqa: BLE001 - a listing that fails must not stop the run
-        log.info("could not list the lakehouse's tables: %s", exc)
-        return
-    for key in undeclared:
+    for key in undeclared_tables(settings):
         layer, _, name = key.partition("/")
         log.warning("%s: a Delta table at %s that no pipeline declares: no run updates it, and "
                     "the catalog may still offer it as %s.%s (to remove it: DROP TABLE %s.%s with "

@@ -6,12 +6,15 @@ The tables a pipeline writes are its declaration's (:meth:`TableSpec.from_decl`)
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from medallion.config import Settings, declared_tables
 from medallion.pipeline.model import TableDecl
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # PySpark is imported only when a schema is asked for: no-Spark commands use this
     from pyspark.sql.types import StructType
@@ -162,16 +165,21 @@ def undeclared_tables(settings: Settings) -> list[str]:
     """The Delta tables under ``<lakehouse>/<layer>/`` (bronze, silver, gold) that no pipeline
     declares any more (``<layer>/<name>``): a table removed from its declaration, or renamed in
     it, stays where it was with its data, checkpoint and catalog entry, and no run updates it.
-    Listed without Spark (the file system, or boto3 for S3)."""
+    Listed without Spark (the file system, or boto3 for S3); a listing that fails is logged and
+    gives none, since what it is for must not stop a run or ``status``."""
     root = settings.paths.lakehouse.rstrip("/")
     declared = {spec.path(settings).rstrip("/") for spec in lakehouse_tables(settings)}
     declared |= {settings.table_path(*key.split("/", 1)) for key in settings.set_aside}
     found = []
-    for layer in PIPELINE_LAYERS:
-        folder = f"{root}/{layer}"
-        found += [f"{layer}/{name}" for name in _delta_tables_in(
-            settings, folder, skip={path.rpartition("/")[2] for path in declared
-                                    if path.rpartition("/")[0] == folder})]
+    try:
+        for layer in PIPELINE_LAYERS:
+            folder = f"{root}/{layer}"
+            found += [f"{layer}/{name}" for name in _delta_tables_in(
+                settings, folder, skip={path.rpartition("/")[2] for path in declared
+                                        if path.rpartition("/")[0] == folder})]
+    except Exception as exc:  # noqa: BLE001 - storage errors of every kind
+        log.info("could not list the lakehouse's tables under %s: %s", root, exc)
+        return []
     return found
 
 
