@@ -13,8 +13,9 @@ from medallion.config import Trigger
 from medallion.infra.s3proxy import S3ProxyServer
 from medallion.landing import land_files
 from medallion.runner import Layer, run_pipeline
-from medallion.s3 import parse_s3
+from medallion.s3 import parse_s3, s3_client
 from medallion.spark import build_session
+from medallion.tables import undeclared_tables
 from tests.events_tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
 from tests.s3_support import S3SettingsFactory, table_rows
 from tests.spark_free import run_without_spark
@@ -65,6 +66,17 @@ def test_pipeline_on_s3_matches_the_local_run(
                 json.loads(line)
     assert (on_disk / "_checkpoints" / "silver" / "events" / "offsets").is_dir()
 
+    # A table left by a declaration that renamed it (here a copy of user_sessions' objects) is
+    # found by listing the bucket, and `status` below says what it holds and that it is not declared.
+    client = s3_client(settings.s3)
+    old_key, new_key = lakehouse.key("gold", "user_sessions"), lakehouse.key("gold", "sessions_v0")
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=lakehouse.bucket,
+                                                                   Prefix=old_key + "/"):
+        for item in page.get("Contents", ()):
+            client.copy_object(Bucket=lakehouse.bucket, Key=new_key + item["Key"][len(old_key):],
+                               CopySource={"Bucket": lakehouse.bucket, "Key": item["Key"]})
+    assert undeclared_tables(settings) == ["gold/sessions_v0"]
+
     # `medallion status` reads the same tables on the server through delta-rs, without Spark,
     # with the keys from the environment (the AWS provider chain), printing none of them.
     conf_dir = tmp_path / f"conf-{lakehouse.bucket.removesuffix('-lakehouse')}"
@@ -75,4 +87,6 @@ def test_pipeline_on_s3_matches_the_local_run(
     for table in expected:  # table, version, date, time, rows, ...
         assert status[table][4] == str(len(expected[table])), (table, status[table])
         assert status[table][-1] in ("ok", "-"), (table, status[table])
+    assert status["gold/sessions_v0"][4] == str(len(expected["gold/user_sessions"]))
+    assert status["gold/sessions_v0"][-2:] == ["not", "declared"], status["gold/sessions_v0"]
     assert s3_server.secret_key not in done.stdout + done.stderr
