@@ -291,10 +291,13 @@ def _range_filter(column: str, start: datetime, end: datetime) -> F.Column:
     return (F.col(column) >= F.lit(start)) & (F.col(column) < F.lit(end))
 
 
+def _timestamp(instant: datetime) -> str:
+    """A SQL TIMESTAMP literal of ``instant``, in UTC to the microsecond."""
+    return f"TIMESTAMP'{instant.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S.%f}+00:00'"
+
+
 def _predicate(column: str, start: datetime, end: datetime) -> str:
-    fmt = "%Y-%m-%d %H:%M:%S.%f"
-    return (f"{column} >= TIMESTAMP'{start.astimezone(timezone.utc):{fmt}}+00:00' AND "
-            f"{column} < TIMESTAMP'{end.astimezone(timezone.utc):{fmt}}+00:00'")
+    return f"{column} >= {_timestamp(start)} AND {column} < {_timestamp(end)}"
 
 
 def _start_column(gold: GoldFlow) -> str:
@@ -311,7 +314,7 @@ def _closed_by(gold: GoldFlow, watermark_ms: int) -> str:
     appends it once closed: recomputed by a backfill too, it would be in the table twice."""
     assert gold.gold.window is not None, f"{gold.spec.key} has no declared window"
     closed = datetime.fromtimestamp(watermark_ms / 1000, tz=timezone.utc)
-    return f"{gold.gold.window.bounds[1]} <= TIMESTAMP'{closed:%Y-%m-%d %H:%M:%S.%f}+00:00'"
+    return f"{gold.gold.window.bounds[1]} <= {_timestamp(closed)}"
 
 
 def recompute_join(sources: Sequence[DataFrame], gold: GoldFlow, start: datetime,

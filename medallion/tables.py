@@ -168,15 +168,15 @@ def undeclared_tables(settings: Settings) -> list[str]:
     Listed without Spark (the file system, or boto3 for S3); a listing that fails is logged and
     gives none, since what it is for must not stop a run or ``status``."""
     root = settings.paths.lakehouse.rstrip("/")
-    declared = {spec.path(settings).rstrip("/") for spec in lakehouse_tables(settings)}
-    declared |= {settings.table_path(*key.split("/", 1)) for key in settings.set_aside}
+    # <folder>/<name> of every declared table (the engine's own keep theirs under other folders)
+    declared = {f"{spec.folder or spec.layer}/{spec.name}" for spec in lakehouse_tables(settings)}
+    declared |= settings.set_aside
     found = []
     try:
         for layer in PIPELINE_LAYERS:
-            folder = f"{root}/{layer}"
             found += [f"{layer}/{name}" for name in _delta_tables_in(
-                settings, folder, skip={path.rpartition("/")[2] for path in declared
-                                        if path.rpartition("/")[0] == folder})]
+                settings, f"{root}/{layer}",
+                skip={key.partition("/")[2] for key in declared if key.startswith(f"{layer}/")})]
     except Exception as exc:  # noqa: BLE001 - storage errors of every kind
         log.info("could not list the lakehouse's tables under %s: %s", root, exc)
         return []
