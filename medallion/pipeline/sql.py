@@ -29,6 +29,15 @@ def referenced_columns(text: str, qualified: bool = False) -> tuple[str, ...]:
     and its column). Lambda variables (``x -> x + 1``) are not
     columns, and sqlglot already leaves them out.
     """
+    names: dict[str, None] = {}
+    for parts in referenced_paths(text):
+        names[".".join(parts[:2]) if qualified and len(parts) >= 2 else parts[0]] = None
+    return tuple(names)
+
+
+def referenced_paths(text: str) -> tuple[tuple[str, ...], ...]:
+    """Each column reference of ``text`` as its dotted parts (``a.b.c``: ``("a", "b", "c")``, a
+    struct field), in order of appearance, each once."""
     try:
         parsed = sqlglot.parse(text, dialect=DIALECT)
     except ParseError as exc:
@@ -41,16 +50,12 @@ def referenced_columns(text: str, qualified: bool = False) -> tuple[str, ...]:
     if isinstance(tree, (exp.Query, exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Update,
                          exp.Delete, exp.Merge)) or tree.find(exp.Query) is not None:
         raise SqlError(f"{text!r} must be an expression over the row's columns, not a query")
-    names: dict[str, None] = {}
+    paths: dict[tuple[str, ...], None] = {}
     # sqlglot walks breadth-first; sorting by position keeps the text's order for messages.
-    columns = sorted(tree.find_all(exp.Column), key=lambda c: _position(c))
-    for column in columns:
-        parts = column.parts
-        if qualified and len(parts) >= 2:
-            names[f"{parts[0].name}.{parts[1].name}"] = None
-        else:
-            names[parts[0].name if parts else column.name] = None
-    return tuple(names)
+    for column in sorted(tree.find_all(exp.Column), key=lambda c: _position(c)):
+        parts = tuple(part.name for part in column.parts) or (column.name,)
+        paths[parts] = None
+    return tuple(paths)
 
 
 _NOT_KNOWN = (exp.DataType.Type.BOOLEAN, exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)

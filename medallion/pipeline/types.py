@@ -9,6 +9,7 @@ two spellings of one type compare equal. Rules for aggregate result types follow
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_DECIMAL_PRECISION = 38
@@ -130,6 +131,16 @@ def struct_field_names(of: SqlType) -> list[str]:
     for inner in of.args:
         names += struct_field_names(inner)
     return names
+
+
+def struct_path(of: SqlType, path: Sequence[str]) -> SqlType | None:
+    """The type of the struct field at ``path`` inside ``of`` (``of`` itself for an empty path);
+    None when ``path`` does not name fields of nested structs."""
+    for name in path:
+        if of.name != "STRUCT" or name not in of.fields:
+            return None
+        of = of.args[of.fields.index(name)]
+    return of
 
 
 def parse_type(text: str) -> SqlType:

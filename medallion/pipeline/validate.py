@@ -48,7 +48,7 @@ from medallion.pipeline.model import (
     WindowKind,
 )
 from medallion.pipeline.sql import SqlError, non_boolean_type, referenced_columns
-from medallion.pipeline.types import SqlType
+from medallion.pipeline.types import SqlType, struct_path
 from medallion.pipeline.views import name_problem, query_problem
 
 _ZONE_OFFSET = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}:\d{2})$")
@@ -285,12 +285,21 @@ def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> li
     return [name for name in source.column_names if name not in silver.keep]
 
 
-def _check_column(check: _Checker, column: ColumnSpec, key: str, raw: list[str] | None) -> None:
+def _check_column(check: _Checker, column: ColumnSpec, key: str, raw: list[str] | None,
+                  source: TableDecl) -> None:
     if column.expr is not None:
         check.sql(f"{key}.expr", column.expr, raw, "an expression over the raw record")
     elif raw is not None:
-        check.columns_exist(f"{key}.source" if column.source else key, [column.field_name], raw,
-                            "the raw record")
+        root, *inside = column.field_name.split(".")
+        source_key = f"{key}.source" if column.source else key
+        if column.field_name in raw or not inside:
+            check.columns_exist(source_key, [column.field_name], raw, "the raw record")
+        else:  # a field of a struct column (a Parquet source's, say)
+            check.columns_exist(source_key, [root], raw, "the raw record")
+            root_type = source.column_type(root)
+            if root_type is None or struct_path(root_type, inside) is None:
+                raise check.fail(source_key, f"{column.field_name!r} is not a field of {root} "
+                                             f"({root_type})")
     elif not all(part.isidentifier() for part in column.field_name.split(".")):
         raise check.fail(f"{key}.source", f"{column.field_name!r} is not a field path like a.b")
     temporal = column.type.is_timestamp or column.type.name == "DATE"
@@ -324,7 +333,7 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
         column_key = f"{key}.columns.{column.name}"
         if column.name in silver.keep:
             raise check.fail(column_key, f"{column.name} is also kept from {silver.input}")
-        _check_column(check, column, column_key, raw)
+        _check_column(check, column, column_key, raw, source)
     # Rules run on the typed row, before enrichment: its columns and the kept ones.
     checked = [*declared, *silver.keep]
     typed = [*(Field(c.name, c.type) for c in silver.columns),

@@ -20,7 +20,7 @@ column's rules), then the table's rules; rules are SQL CHECK constraints (null p
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -47,8 +47,8 @@ from medallion.pipeline.model import (
     invalid_reason,
     missing_reason,
 )
-from medallion.pipeline.sql import referenced_columns
-from medallion.pipeline.types import SqlType
+from medallion.pipeline.sql import referenced_columns, referenced_paths
+from medallion.pipeline.types import SqlType, struct_path
 
 Transform = Callable[[DataFrame], DataFrame]
 
@@ -373,13 +373,21 @@ def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[s
         return value, result.isNull() & F.col(_some_field_absent_column(column.name))
     if silver.parse is ParseMode.JSON:
         return _json_field(column)
-    raw = F.col(f"`{_RECORD}`.`{column.field_name}`")
-    source_type = input_types.get(column.field_name)
+    path = _raw_path(column.field_name, input_types)
+    raw = _path((_RECORD, *path))
+    source_type = input_types.get(path[0]) if len(path) == 1 else struct_path(
+        input_types[path[0]], path[1:])
     if source_type is not None and not source_type.is_string:
         value = raw if source_type == column.type else raw.try_cast(str(column.type))
     else:
         value = _from_text(raw, column)
     return value, raw.isNull()
+
+
+def _raw_path(field_name: str, input_types: Mapping[str, SqlType]) -> tuple[str, ...]:
+    """Where a column's raw value is in a typed input: the input column ``field_name``, or, when
+    no column has that name, the struct field its dotted parts name (``card.brand``)."""
+    return (field_name,) if field_name in input_types else tuple(field_name.split("."))
 
 
 def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, value: Column) -> Column:
@@ -394,9 +402,30 @@ def _fault(silver: SilverSpec, column: ColumnSpec, absent: Column, value: Column
     return fault
 
 
-def _any_null(names: tuple[str, ...]) -> Column:
-    """Whether one of the columns is null; with none, true (a constant's null result is absent)."""
-    return reduce(operator.or_, [F.col(f"`{name}`").isNull() for name in names], F.lit(not names))
+def _path(parts: Sequence[str]) -> Column:
+    return F.col(".".join(f"`{part}`" for part in parts))
+
+
+def _any_null(paths: Sequence[Sequence[str]]) -> Column:
+    """Whether one of the columns (or struct fields) is null; with none, true (a constant's null
+    result is absent)."""
+    return reduce(operator.or_, [_path(parts).isNull() for parts in paths], F.lit(not paths))
+
+
+def _read_fields(expr: str, input_types: Mapping[str, SqlType] | None) -> list[tuple[str, ...]]:
+    """The raw fields an expression reads, for its absence: with ``input_types`` (a typed input,
+    such as Parquet), a reference into a struct (``card.brand``) is that field, null when the
+    struct is there without it; without (JSON, where each field is text), the top-level field."""
+    fields = []
+    for parts in referenced_paths(expr):
+        if input_types is not None and parts[0] in input_types:
+            depth = len(parts)
+            while depth > 1 and struct_path(input_types[parts[0]], parts[1:depth]) is None:
+                depth -= 1
+            fields.append(parts[:depth])
+        else:
+            fields.append(parts[:1])
+    return fields
 
 
 def _doc_is_object(silver: SilverSpec) -> Column:
@@ -433,7 +462,7 @@ def _parse(silver: SilverSpec, input_table: TableDecl) -> Transform:
                 fields = [F.col(f"`{_RECORD}`.`{name}`").alias(name) for name in expr_fields]
             exprs = [F.expr(c.expr).alias(_value_column(c.name))
                      for c in silver.columns if c.expr is not None]
-            some_absent = [_any_null(referenced_columns(c.expr)).alias(
+            some_absent = [_any_null(_read_fields(c.expr, None if json else input_types)).alias(
                 _some_field_absent_column(c.name)) for c in silver.columns if c.expr is not None]
             rows = rows.select("*", *fields).select(_RECORD, *([_DOC] if json else []), *exprs,
                                                     *some_absent)

@@ -461,3 +461,24 @@ def test_predicates_of_every_shape_are_taken(tmp_path: Path, events_tree: Tree) 
     _write(tmp_path, "events", tree)
     rules = {r.name: r.predicate for r in _load(tmp_path).silver[0].rules}
     assert list(rules.values()) == predicates
+
+
+@pytest.mark.parametrize(("source", "problem"), [
+    ("card.nope", "'card.nope' is not a field of card (STRUCT<brand: STRING, tags: ARRAY<STRING>>)"),
+    ("card.tags.x", "'card.tags.x' is not a field of card"),  # inside an array: no struct field
+    ("wallet.brand", "unknown column 'wallet' in the raw record (columns: id, card)"),
+])
+def test_a_struct_field_source_of_a_typed_input_must_name_a_field(
+        tmp_path: Path, source: str, problem: str) -> None:
+    tree = {
+        "sources": {"payments": {"format": "parquet", "path": "payments", "schema": {
+            "id": "STRING", "card": "STRUCT<brand: STRING, tags: ARRAY<STRING>>"},
+            "bronze": {"table": "payments"}}},
+        "silver": {"payments": {"input": "bronze/payments", "parse": "columns", "columns": {
+            "id": "STRING", "brand": {"type": "STRING", "source": source}},
+            "dedup": {"key": ["id"]}}}}
+    file = _write(tmp_path, "payments", tree)
+    with pytest.raises(PipelineError) as caught:
+        _load(tmp_path)
+    _names(caught.value, "silver.payments.columns.brand.source", file)
+    assert problem in str(caught.value)

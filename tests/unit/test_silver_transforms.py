@@ -557,3 +557,55 @@ def test_an_expression_that_gives_a_number_converts_as_a_number_not_from_its_tex
         "ten": (1000, True, None, ["invalid_label"]),  # '10.00' is no INT, as text
         "two": (200, False, 2, []),
         "text": (None, None, None, ["invalid_cents", "invalid_dear", "invalid_label"])}
+
+
+PAYMENTS = """
+sources:
+  payments:
+    format: parquet
+    path: payments
+    schema: {id: STRING, card: "STRUCT<brand: STRING, last4: STRING, issuer: STRUCT<bank: STRING>>"}
+    bronze: {table: payments}
+silver:
+  payments:
+    input: bronze/payments
+    parse: columns
+    columns:
+      id: {type: STRING, required: true}
+      brand: {type: STRING, source: card.brand, required: true}
+      bank: {type: STRING, source: card.issuer.bank}
+      last4: {type: STRING, expr: upper(card.last4)}
+    dedup: {key: [id]}
+"""
+
+
+def test_a_struct_field_of_a_typed_input_is_a_column_and_its_null_is_absent_not_invalid(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A Parquet source's struct fields (``card.brand``): ``source`` could name only a top-level
+    column (refused before Spark started), and an expression reading ``card.last4`` of a card
+    without one gave ``invalid_last4``, quarantining a valid payment, since its absence was
+    judged on ``card`` alone. The field a path names is what is present or absent now."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "payments.yaml").write_text(PAYMENTS, encoding="utf-8")
+    (payments,) = load_pipelines(tmp_path, "local")
+    validate(payments)
+    parse = compile_silver(payments, payments.silver[0]).parse
+    cards = {
+        "full": ("visa", "12ab", ("b1",)),
+        "no-last4": ("visa", None, ("b1",)),
+        "no-issuer": ("mc", "9", None),
+        "no-brand": (None, "77x", ("b2",)),
+        "no-card": None,
+    }
+    bronze_payments = spark.createDataFrame(
+        [(key, card, "f.parquet", INGESTED) for key, card in cards.items()],
+        "id STRING, card STRUCT<brand: STRING, last4: STRING, issuer: STRUCT<bank: STRING>>, "
+        "source_file STRING, ingested_at TIMESTAMP")
+    rows = bronze_payments.transform(parse).collect()
+    assert {r["id"]: (r["brand"], r["bank"], r["last4"], list(r["reasons"])) for r in rows} == {
+        "full": ("visa", "b1", "12AB", []),
+        "no-last4": ("visa", "b1", None, []),
+        "no-issuer": ("mc", None, "9", []),
+        "no-brand": (None, "b2", "77X", ["missing_brand"]),
+        "no-card": (None, None, None, ["missing_brand"]),
+    }
