@@ -21,7 +21,7 @@ Derivation rules (``docs/pipelines.md`` tells them to users):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -410,10 +410,14 @@ class SilverSpec:
         return not (self.parse is ParseMode.COLUMNS and column.expr is None and column.type.is_string
                     and column.format is None)
 
-    def reasons(self) -> tuple[str, ...]:
-        """Every quarantine reason the table can give, in the order a row's reasons are listed."""
+    def reasons(self, input_columns: Collection[str] | None = None) -> tuple[str, ...]:
+        """Every quarantine reason the table can give, in the order a row's reasons are listed.
+        ``input_columns``: its input's, when known (only a CSV source's bronze table has the
+        reader's ``_corrupt_record``, so only it gives ``malformed_record``)."""
+        malformed = input_columns is None or CORRUPT_RECORD in input_columns
         found: list[str] = [INVALID_UTF8] + (
-            [NO_VALUE, INVALID_JSON, NOT_AN_OBJECT] if self.parse is ParseMode.JSON else [MALFORMED_RECORD])
+            [NO_VALUE, INVALID_JSON, NOT_AN_OBJECT] if self.parse is ParseMode.JSON
+            else [MALFORMED_RECORD] if malformed else [])
         for column in self.columns:
             if column.required:
                 found.append(missing_reason(column.name))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from medallion.pipeline.graph import Flow, FlowKind, PipelineGraph
 from medallion.pipeline.model import DedupScope, Layer, PipelineSpec, TableDecl
 from medallion.pipeline.sql import read_tables
@@ -26,7 +28,7 @@ _SCOPES = {DedupScope.TABLE: "the whole table", DedupScope.WATERMARK: "the water
            DedupScope.EVENT_DATE: "the batch's event dates"}
 
 
-def _silver_details(spec: PipelineSpec, key: str) -> list[str]:
+def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl]) -> list[str]:
     silver = next(s for s in spec.silver if s.key == key)
     lines = [f"parse {silver.parse.value}; key {', '.join(silver.dedup.key)} "
              f"(dedup against {_SCOPES[silver.dedup.scope]}"
@@ -38,7 +40,9 @@ def _silver_details(spec: PipelineSpec, key: str) -> list[str]:
         defaults = ", ".join(f"{c} '{v}'" for c, v in enrichment.defaults.items())
         lines.append(f"enrich with {enrichment.dimension} on {pairs}: {', '.join(enrichment.columns)}"
                      + (f" (on a miss: {defaults})" if defaults else ""))
-    lines.append(f"quarantine reasons: {', '.join(silver.reasons())}")
+    read = by_key.get(silver.input)
+    lines.append("quarantine reasons: "
+                 + ", ".join(silver.reasons(None if read is None else read.column_names)))
     if silver.python:
         lines.append(f"python step {silver.python}")
     return lines
@@ -81,7 +85,7 @@ def render_graph(spec: PipelineSpec, graph: PipelineGraph, tables: tuple[TableDe
             lines.append(f"  {key}  <- {flow.name}: {_flow_line(spec, flow)}")
             lines.append(f"      columns: {table.schema_ddl}")
             if layer is Layer.SILVER:
-                lines += [f"      {line}" for line in _silver_details(spec, key)]
+                lines += [f"      {line}" for line in _silver_details(spec, key, by_key)]
             elif layer is Layer.GOLD:
                 lines += [f"      {line}" for line in _gold_details(spec, table)]
             if table.doc.expectations:

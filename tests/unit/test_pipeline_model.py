@@ -392,3 +392,29 @@ def test_type_names_are_read_as_spark_reads_them(text: str, canonical: str) -> N
 def test_bad_type_names_are_refused(text: str) -> None:
     with pytest.raises(TypeNameError):
         parse_type(text)
+
+
+def test_only_a_csv_input_lists_malformed_record_among_its_quarantine_reasons(
+        tmp_path: Path, orders: PipelineSpec) -> None:
+    """``medallion pipelines`` listed ``malformed_record`` for a Parquet source's silver table,
+    whose bronze table has no ``_corrupt_record`` for the reader to fill: a reason no row gets."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "payments.yaml").write_text("""
+sources:
+  payments:
+    format: parquet
+    path: payments
+    schema: {id: STRING, amount: DOUBLE}
+    bronze: {table: payments}
+silver:
+  payments:
+    input: bronze/payments
+    parse: columns
+    columns: {id: {type: STRING, required: true}, amount: "DECIMAL(10,2)"}
+    dedup: {key: [id]}
+""", encoding="utf-8")
+    (payments,) = load_pipelines(tmp_path, "local")
+    assert "      quarantine reasons: invalid_utf8, missing_id, invalid_amount\n" in render_graph(
+        payments, *validate(payments))
+    assert "quarantine reasons: invalid_utf8, malformed_record, missing_order_id," in render_graph(
+        orders, *validate(orders))
