@@ -185,7 +185,7 @@ class Plan:
             lines = [f"backfill {self.target} {span}: ingest again {len(self.files)} landing files "
                      "(silver removes what it already has), then silver and gold run:"]
             return "\n".join([*lines, *(f"  {file}" for file in self.files)])
-        lines = [f"backfill {span}: recompute from silver and replace the windows starting in it:"]
+        lines = [f"backfill {span}: recompute from their inputs and replace the windows starting in it:"]
         return "\n".join([*lines, *(f"  {spec.key}" for spec in self.rewrites),
                           *self._republished()])
 
@@ -200,6 +200,18 @@ class Plan:
 def _gold_targets(settings: Settings, target: str) -> list[GoldFlow]:
     flows = gold_flows(settings)
     return [flow for flow in flows if target in ("gold", flow.spec.key)]
+
+
+def _read_as_streams(settings: Settings, golds: Sequence[GoldFlow]) -> dict[str, list[str]]:
+    """Of ``golds``' tables, those another gold table reads as a stream (an append-mode table
+    can be a gold table's input), with the tables reading each."""
+    targets = {g.spec.key for g in golds}
+    readers: dict[str, list[str]] = {}
+    for flow in gold_flows(settings):
+        for read in flow.inputs:
+            if read.key in targets:
+                readers.setdefault(read.key, []).append(flow.spec.key)
+    return readers
 
 
 def _spec(settings: Settings, target: str) -> TableSpec:
@@ -244,6 +256,14 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
         if computed:
             raise BackfillError(f"{', '.join(computed)}: a Python step computes it, with no declared "
                                 "window to recompute a range of; rebuild it with --full-refresh")
+        streamed = _read_as_streams(settings, golds)
+        if streamed:
+            raise BackfillError(
+                "; ".join(f"{table} is read as a stream by {', '.join(readers)}" for table, readers
+                          in streamed.items())
+                + ": a range backfill replaces rows in place, and a Delta stream cannot read past "
+                  "that (the next run would fail on it). Rebuild the table and those reading it "
+                  f"with `medallion backfill {next(iter(streamed))} --full-refresh`")
         appended = [g.spec for g in golds if g.gold.mode is OutputMode.APPEND]
         return Plan(target, start, end, False, tuple(g.spec for g in golds),
                     republished=_publications_of(settings, appended))

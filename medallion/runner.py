@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
+from functools import partial
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -15,7 +16,7 @@ from pyspark.sql import SparkSession
 from medallion.bronze.job import start_bronze
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.errors import InputRefused
-from medallion.gold.job import start_gold
+from medallion.gold.job import gold_waves, start_gold
 from medallion.live import BatchCallback
 from medallion.monitoring import ProgressCollector, install, uninstall
 from medallion.silver.job import start_silver
@@ -87,15 +88,16 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
         for each in layers_of(layer):
             log.info("running %s with trigger %s", each.value, trigger)
             try:
-                with _stopping_on_failure(spark):
-                    layer_queries = STARTERS[each](spark, settings, trigger)
-                layer_runs = await_all(layer_queries, collector)
-                runs += layer_runs
-                refused += [query.refused for query in layer_queries if query.refused]
-                if collector is not None and any(run.batches for run in layer_runs):
-                    # the record of committed batches survives a kill in a later layer; a layer
-                    # that found nothing new leaves its outcome rows to the run's final write
-                    _write_monitoring(collector)
+                for start in _stages(each, settings):
+                    with _stopping_on_failure(spark):
+                        layer_queries = start(spark, settings, trigger)
+                    layer_runs = await_all(layer_queries, collector)
+                    runs += layer_runs
+                    refused += [query.refused for query in layer_queries if query.refused]
+                    if collector is not None and any(run.batches for run in layer_runs):
+                        # the record of committed batches survives a kill in a later layer; a
+                        # layer that found nothing new leaves its outcome rows to the final write
+                        _write_monitoring(collector)
             except JobError:
                 raise
             except (Py4JError, PySparkException) as exc:
@@ -108,6 +110,16 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     finally:
         if collector is not None:
             _finish_monitoring(spark, collector)
+
+
+def _stages(layer: Layer, settings: Settings) -> list[Starter]:
+    """The steps of a layer run to completion, each drained before the next starts: gold's
+    waves (:func:`gold_waves`, a gold table read by another one first), one step otherwise."""
+    if layer is Layer.GOLD:
+        waves = gold_waves(settings)
+        if len(waves) > 1:
+            return [partial(start_gold, flows=wave) for wave in waves]
+    return [STARTERS[layer]]
 
 
 def _warn_of_undeclared_tables(settings: Settings) -> None:

@@ -14,6 +14,7 @@ written by the sink carries on exactly once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -236,8 +237,35 @@ def _transform_for(spark: SparkSession, gold: GoldFlow, checkpoint: str,
     return gold.transform
 
 
-def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start bringing every declared gold table up to date with what is new in its input.
+def gold_waves(settings: Settings) -> list[tuple[GoldFlow, ...]]:
+    """The gold flows in the order a run that drains its inputs brings them up to date: a gold
+    table another gold table reads (an append-mode table can be an input) in a wave before its
+    reader's, so that one run carries new rows down the chain; the flows of a wave side by side.
+    Without such chains, one wave of every flow."""
+    flows = gold_flows(settings)
+    by_key = {flow.spec.key: flow for flow in flows}
+    depth: dict[str, int] = {}
+
+    def depth_of(flow: GoldFlow) -> int:
+        key = flow.spec.key
+        if key not in depth:
+            depth[key] = 0  # a cycle is refused by the pipeline's validation; this ends one anyway
+            depth[key] = max((1 + depth_of(by_key[read.key]) for read in flow.inputs
+                              if read.key in by_key), default=0)
+        return depth[key]
+
+    waves: list[list[GoldFlow]] = []
+    for flow in flows:
+        level = depth_of(flow)
+        waves += [[] for _ in range(level + 1 - len(waves))]
+        waves[level].append(flow)
+    return [tuple(wave) for wave in waves]
+
+
+def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger,
+               flows: Sequence[GoldFlow] | None = None) -> list[RunningQuery]:
+    """Start bringing every declared gold table (or those of ``flows``) up to date with what is
+    new in its input.
 
     The tables of the queries with work are made first, side by side (on a new lakehouse, each
     query's table is created there); each query's start then finds them.
@@ -247,5 +275,5 @@ def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger) -> lis
                      tables=partial(flow_tables, settings, gold),
                      start=partial(start_flow, spark, settings, trigger, gold),
                      check=partial(check_definition, spark, settings, gold))
-        for gold in gold_flows(settings)],
+        for gold in (gold_flows(settings) if flows is None else flows)],
         shared=[(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None)])
