@@ -15,7 +15,13 @@ from pyspark.testing import assertDataFrameEqual
 
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
-from medallion.silver.compile import BatchTimes, batch_counts, compile_silver, latest_rows
+from medallion.silver.compile import (
+    BatchTimes,
+    Transform,
+    batch_counts,
+    compile_silver,
+    latest_rows,
+)
 from tests.conftest import REPO
 
 EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")
@@ -27,6 +33,15 @@ select_quarantined = SILVER.quarantined
 deduplicate_in_batch = SILVER.deduplicate
 remove_known = SILVER.remove_known
 latest_customers = latest_rows(EVENTS.dimension("customers"))
+
+
+def declared_parse(folder: Path, declaration: str) -> Transform:
+    """The parse of the first silver table of a pipeline declared by ``declaration``."""
+    (folder / "pipelines").mkdir()
+    (folder / "pipelines" / "declared.yaml").write_text(declaration, encoding="utf-8")
+    (spec,) = load_pipelines(folder, "local")
+    validate(spec)
+    return compile_silver(spec, spec.silver[0]).parse
 
 
 def enrich_with_customers(customers: DataFrame):  # type: ignore[no-untyped-def]
@@ -483,11 +498,7 @@ def test_an_expression_null_from_fields_that_are_there_is_invalid_not_missing(
     """An expression's null result was always ``missing_<col>``: a click whose ``ms`` was
     ``"soon"`` was reported as having no time at all. Missing now means a field the expression
     reads is absent; with every field there, a null result is an invalid value."""
-    (tmp_path / "pipelines").mkdir()
-    (tmp_path / "pipelines" / "clicks.yaml").write_text(CLICKS, encoding="utf-8")
-    (clicks,) = load_pipelines(tmp_path, "local")
-    validate(clicks)
-    parse = compile_silver(clicks, clicks.silver[0]).parse
+    parse = declared_parse(tmp_path, CLICKS)
     lines = {
         "good": {"ms": "1737972000000", "site": "a", "path": "/b"},
         "ms-not-a-number": {"ms": "soon", "site": "a", "path": "/b"},
@@ -545,11 +556,7 @@ def test_an_expression_that_gives_a_number_converts_as_a_number_not_from_its_tex
     """An expression's result was converted to the declared type from its text: ``price * 100``
     gave DECIMAL 1000.00, whose text '1000.00' is no BIGINT, so every row was invalid. A number
     or a boolean now converts as a typed raw field does; text still converts from text."""
-    (tmp_path / "pipelines").mkdir()
-    (tmp_path / "pipelines" / "prices.yaml").write_text(PRICES, encoding="utf-8")
-    (prices,) = load_pipelines(tmp_path, "local")
-    validate(prices)
-    parse = compile_silver(prices, prices.silver[0]).parse
+    parse = declared_parse(tmp_path, PRICES)
     lines = {"ten": {"price": "10.00"}, "two": {"price": "2"}, "text": {"price": "x"}}
     rows = bronze(spark, *(json.dumps({"id": key, **value}) for key, value in lines.items())
                   ).transform(parse).collect()
@@ -585,11 +592,7 @@ def test_a_struct_field_of_a_typed_input_is_a_column_and_its_null_is_absent_not_
     column (refused before Spark started), and an expression reading ``card.last4`` of a card
     without one gave ``invalid_last4``, quarantining a valid payment, since its absence was
     judged on ``card`` alone. The field a path names is what is present or absent now."""
-    (tmp_path / "pipelines").mkdir()
-    (tmp_path / "pipelines" / "payments.yaml").write_text(PAYMENTS, encoding="utf-8")
-    (payments,) = load_pipelines(tmp_path, "local")
-    validate(payments)
-    parse = compile_silver(payments, payments.silver[0]).parse
+    parse = declared_parse(tmp_path, PAYMENTS)
     cards = {
         "full": ("visa", "12ab", ("b1",)),
         "no-last4": ("visa", None, ("b1",)),
