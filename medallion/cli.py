@@ -735,26 +735,49 @@ def _stop_jvm_ahead() -> None:
 INTERRUPTED = 130  # the shell's status for a command ended by Ctrl-C (128 + SIGINT)
 
 
+class Stopped(KeyboardInterrupt):
+    """A command without a driver JVM stopped by a signal: unwound, then its status 128 + it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def _interrupted(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C. With a driver JVM: stop at once, the JVM with the command, as a kill would (every
-    run recovers from one: what was committed stays, the rest is done again by the next run).
-    Unwinding there would raise inside whatever py4j call is waiting, while the JVM, which
+    """Ctrl-C or SIGTERM. A service (a processing-time run) is asked to stop once its batches
+    under way have committed, and ends as a run does (its outcomes recorded, its summary
+    printed); the same signal again stops it at once.
+
+    Anything else with a driver JVM stops at once, the JVM with the command, as a kill would
+    (every run recovers from one: what was committed stays, the rest is done again by the next
+    run). Unwinding there would raise inside whatever py4j call is waiting, while the JVM, which
     received the signal too when on a terminal, shuts down under it. Without one: unwind, so what
     the command cleans up on the way out is cleaned (``land`` aborts its multipart upload)."""
+    name = signal.Signals(signum).name
+    streaming = sys.modules.get("medallion.streaming")
+    if streaming is not None and streaming.ask_service_to_stop(name):
+        os.write(2, f"medallion: {name}: the service stops once its batches under way have "
+                    f"committed ({name} again stops it at once)\n".encode())
+        return
     spark = sys.modules.get("medallion.spark")
     if spark is None or not spark.jvm_started():
-        raise KeyboardInterrupt
+        raise Stopped(signum)
     spark.kill_jvm()
-    os.write(2, b"medallion: interrupted; what was committed stays, and the next run carries on "
-                b"from there\n")
-    os._exit(INTERRUPTED)
+    os.write(2, f"medallion: {'interrupted' if signum == signal.SIGINT else name}; what was "
+                f"committed stays, and the next run carries on from there\n".encode())
+    os._exit(128 + signum)
 
 
 def entry_point() -> None:
     """Console script ``medallion``."""
     signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         status = main()
+    except Stopped as stopped:
+        print(f"medallion: {'interrupted' if stopped.signum == signal.SIGINT else stopped}",
+              file=sys.stderr)
+        status = 128 + stopped.signum
     except KeyboardInterrupt:
         print("medallion: interrupted", file=sys.stderr)
         status = INTERRUPTED

@@ -21,7 +21,16 @@ from medallion.live import BatchCallback
 from medallion.monitoring import ProgressCollector, install, uninstall
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
-from medallion.streaming import JobError, RunningQuery, TableRun, await_all, describe_failure, serve
+from medallion.spark import leave_termination_to_the_driver
+from medallion.streaming import (
+    JobError,
+    RunningQuery,
+    TableRun,
+    await_all,
+    describe_failure,
+    serve,
+    service,
+)
 from medallion.tables import undeclared_tables
 
 log = logging.getLogger(__name__)
@@ -75,14 +84,16 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     collector = install(spark, settings, str(trigger), on_batch) if monitor else None
     try:
         if trigger.kind is TriggerKind.PROCESSING_TIME:
-            started: list[RunningQuery] = []
-            with _stopping_on_failure(spark):
-                for each in layers_of(layer):
-                    started += STARTERS[each](spark, settings, trigger)
-                for query in started:  # a service does not start without one of its tables
-                    if query.refused:
-                        raise query.refused
-            return serve(started, collector)
+            with service():
+                leave_termination_to_the_driver(spark)
+                started: list[RunningQuery] = []
+                with _stopping_on_failure(spark):
+                    for each in layers_of(layer):
+                        started += STARTERS[each](spark, settings, trigger)
+                    for query in started:  # a service does not start without one of its tables
+                        if query.refused:
+                            raise query.refused
+                return serve(started, collector)
         runs: list[TableRun] = []
         refused: list[InputRefused] = []
         for each in layers_of(layer):

@@ -587,6 +587,21 @@ def kill_jvm() -> None:
             proc.kill()
 
 
+def leave_termination_to_the_driver(spark: SparkSession) -> None:
+    """Make the driver JVM this process launched ignore SIGTERM, so that a service stopped by it
+    stops through this process (its batches under way committed, its outcomes recorded) even
+    when the signal reaches every process of the group or cgroup (a scheduler's stop, ``kill``
+    of the process group); the JVM would otherwise shut its Spark context down under the running
+    queries. It still exits with this process, whose end closes its standard input. A JVM this
+    process did not launch (spark-submit's) is left as it is: its signals are its launcher's."""
+    gateway = SparkContext._gateway
+    if gateway is None or getattr(gateway, "proc", None) is None:
+        return
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
+
+
 # PySpark's loggers of errors that carry a query context: each writes the error, with its JVM
 # stack trace, as one JSON line to stderr when the exception is made, caught or not.
 _QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")

@@ -239,11 +239,47 @@ def describe_failure(exc: BaseException) -> str:
     return _cause(exc)
 
 
+# A stop asked of the service this process runs (a signal's name), or None. Set from a signal
+# handler, so a plain value the serving loop polls: no lock a handler could wait on.
+_SERVICE: dict[str, str | None] = {}
+
+
+@contextmanager
+def service() -> Iterator[None]:
+    """While a service (a processing-time run) starts and serves: :func:`ask_service_to_stop`
+    then asks it to stop after the batches under way instead of leaving the signal to kill it."""
+    _SERVICE["stop"] = None
+    try:
+        yield
+    finally:
+        _SERVICE.clear()
+
+
+def ask_service_to_stop(signal_name: str) -> bool:
+    """From a signal handler: ask the running service to stop once its batches under way have
+    committed. False when no service runs, or a stop was asked already (the caller then stops
+    at once)."""
+    if "stop" not in _SERVICE or _SERVICE["stop"] is not None:
+        return False
+    _SERVICE["stop"] = signal_name
+    return True
+
+
+def _stop_asked() -> str | None:
+    return _SERVICE.get("stop")
+
+
+POLL_SECONDS = 0.5  # how often a service looks at its queries and for a stop asked of it
+
+
 def serve(queries: list[RunningQuery], monitor: ProgressCollector | None = None,
           flush_every: float = 60.0) -> list[TableRun]:
-    """Keep long-running queries going until one stops or fails; then stop them all.
+    """Keep long-running queries going until one stops or fails, or a stop is asked (SIGTERM,
+    Ctrl-C: :func:`ask_service_to_stop`); then stop them all.
 
-    The monitor's buffered progress rows are written every ``flush_every`` seconds meanwhile.
+    A stop asked lets each query commit the batch under way, then stops it between batches, and
+    records every table's outcome as succeeded. The monitor's buffered progress rows are written
+    every ``flush_every`` seconds meanwhile (and by the caller once this returns).
     """
     active = [running for running in queries if running.query is not None]
     last_flush = time.monotonic()
@@ -251,23 +287,53 @@ def serve(queries: list[RunningQuery], monitor: ProgressCollector | None = None,
         while active:
             for running in active:
                 assert running.query is not None
+                if running.query.isActive:
+                    continue
                 try:
-                    if running.query.awaitTermination(timeout=5):
-                        runs = [_summarise(each) for each in queries]
-                        for each, run in zip(queries, runs, strict=True):
-                            _record(monitor, each, run)
-                        return runs
+                    running.query.awaitTermination()  # ended: raises what failed it
                 except StreamingQueryException as exc:
                     _record(monitor, running, None, _cause(exc, running))
                     raise JobError(running.table, _cause(exc, running)) from exc
+                log.info("%s stopped; stopping the service", running.table)
+                return _outcomes(queries, monitor)
+            asked = _stop_asked()
+            if asked is not None:
+                log.info("%s: stopping the service once its batches under way commit", asked)
+                _stop_between_batches(active)
+                return _outcomes(queries, monitor)
             if monitor is not None and time.monotonic() - last_flush >= flush_every:
                 last_flush = time.monotonic()
                 try:
                     monitor.flush()
                 except Exception:  # monitoring must not stop the pipeline
                     log.exception("monitoring: flush failed; will retry")
+            time.sleep(POLL_SECONDS)
         return [_summarise(each) for each in queries]
     finally:
         for running in active:
             if running.query is not None and running.query.isActive:
                 running.query.stop()
+
+
+def _outcomes(queries: list[RunningQuery], monitor: ProgressCollector | None) -> list[TableRun]:
+    """Every table's run, each recorded as succeeded (the service ended without a failure)."""
+    runs = [_summarise(each) for each in queries]
+    for each, run in zip(queries, runs, strict=True):
+        _record(monitor, each, run)
+    return runs
+
+
+def _stop_between_batches(active: list[RunningQuery]) -> None:
+    """Stop each query when no batch of it is under way (downstream first, so that a layer's last
+    commit is not what starts the next layer's batch). Stopping a query mid-batch would interrupt
+    its write (done again by the next run, and a stack trace in the JVM's log)."""
+    for running in reversed(active):
+        query = running.query
+        assert query is not None
+        waited = time.monotonic()
+        while query.isActive and query.status["isTriggerActive"]:
+            if time.monotonic() - waited >= 10:
+                log.info("%s: waiting for its batch under way to commit", running.table)
+                waited = time.monotonic()
+            time.sleep(0.1)
+        query.stop()

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -40,6 +42,18 @@ def conf_with_small_batches(root: Path) -> Path:
         "spark:\n  shuffle_partitions: 1\nstreaming:\n  max_files_per_trigger: 1\n"
         "catalog:\n  metastore: in-memory\n")
     return conf
+
+
+@contextmanager
+def shuffle_partitions_of(spark: SparkSession, settings: Settings) -> Iterator[None]:
+    """The shared session with the shuffle partitions of ``settings`` (as its runs in processes
+    of their own have them), put back afterwards."""
+    shared = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(settings.spark.shuffle_partitions))
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shared)
 
 
 def spark_scratch(lakehouse: Path) -> Path:

@@ -18,6 +18,7 @@ from tests.integration.test_declaration_changes import HEADER, _edit
 from tests.reliability.test_crash_recovery import (
     conf_with_small_batches,
     make_settings_at,
+    shuffle_partitions_of,
     start_run,
     wait_then_kill,
 )
@@ -50,9 +51,7 @@ def test_a_run_adding_columns_killed_between_them_then_finished_equals_an_uninte
     shutil.copytree(REPO / "samples" / "landing", landing)
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     crashed = make_settings_at(tmp_path / "crashed", landing, conf)
-    shared = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
-    try:
+    with shuffle_partitions_of(spark, clean):
         for settings in (clean, crashed):
             run_pipeline(spark, settings, Layer.ALL, Trigger(), monitor=False)
         _edit(conf / "pipelines" / "orders.yaml", TWO_COLUMNS)
@@ -77,5 +76,3 @@ def test_a_run_adding_columns_killed_between_them_then_finished_equals_an_uninte
         assert "unit_cents" in expected["silver/order_lines"][0]
         for key in TABLES:
             assert actual[key] == expected[key], key
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shared)

@@ -20,7 +20,12 @@ from medallion.config import Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
 from tests.lakehouse_views import snapshot
-from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at, start_run
+from tests.reliability.test_crash_recovery import (
+    conf_with_small_batches,
+    make_settings_at,
+    shuffle_partitions_of,
+    start_run,
+)
 from tests.reliability.test_kill_anywhere import failure, finish
 
 
@@ -52,12 +57,8 @@ def test_ctrl_c_stops_a_run_at_once_and_the_next_run_carries_on(
                                            seconds_between_events=3, seed=5))
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     stopped = make_settings_at(tmp_path / "stopped", landing, conf)
-    shared = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
-    try:
+    with shuffle_partitions_of(spark, clean):
         run_pipeline(spark, clean, Layer.ALL, Trigger())
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shared)
 
     log = tmp_path / "interrupted.log"
     run = start_run(conf, landing, Path(stopped.paths.lakehouse), log)

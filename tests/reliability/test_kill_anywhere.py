@@ -32,6 +32,7 @@ from tests.reliability.test_crash_recovery import (
     KILL_POINTS,
     conf_with_small_batches,
     make_settings_at,
+    shuffle_partitions_of,
     spark_scratch,
     start_run,
     wait_then_kill,
@@ -145,10 +146,8 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     crashed = make_settings_at(tmp_path / "crashed", landing, conf)
     crashed_lakehouse = Path(crashed.paths.lakehouse)
-    shared = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
     landed: Counter[str] = Counter()
-    try:
+    with shuffle_partitions_of(spark, clean):
         for phase, burst in enumerate(("k1", "k2")):  # a new lakehouse, then one with history
             _burst(landing, burst, seed * 10 + phase)
             started = time.monotonic()
@@ -169,8 +168,6 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             expected, actual = snapshot(clean), snapshot(crashed)
             for table in expected:
                 assert actual[table] == expected[table], f"{table} differs after kills ({burst})"
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shared)
     print(f"\nseed {seed}: {sum(landed.values())} kills landed in: "
           + ", ".join(f"{stage} {n}" for stage, n in sorted(landed.items())))
     planned = len(KILL_POINTS) if seed == SEEDS[0] else 0

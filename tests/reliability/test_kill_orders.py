@@ -22,7 +22,11 @@ from medallion.runner import Layer, run_pipeline
 from medallion.tables import SILVER_BATCH_METRICS, TableSpec
 from tests.conftest import REPO
 from tests.lakehouse_views import table_rows
-from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at
+from tests.reliability.test_crash_recovery import (
+    conf_with_small_batches,
+    make_settings_at,
+    shuffle_partitions_of,
+)
 from tests.reliability.test_kill_anywhere import finish, planned_kills
 
 HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
@@ -95,9 +99,7 @@ def test_orders_killed_mid_batch_in_every_layer_ends_equal_to_uninterrupted_runs
     clean = make_settings_at(tmp_path / "clean", landing, conf).only(["orders"])
     crashed = make_settings_at(tmp_path / "crashed", landing, conf).only(["orders"])
     crashed_lakehouse = Path(crashed.paths.lakehouse)
-    shared = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(clean.spark.shuffle_partitions))
-    try:
+    with shuffle_partitions_of(spark, clean):
         # The history: the first files run once, and the lakehouse copied (nothing in its tables
         # or checkpoints names its own folder; the landing zone is the same).
         _order_files(landing, 0)
@@ -116,7 +118,5 @@ def test_orders_killed_mid_batch_in_every_layer_ends_equal_to_uninterrupted_runs
         assert expected["silver/order_lines_quarantine"], "the zero quantity was quarantined"
         for table in expected:
             assert actual[table] == expected[table], f"{table} differs after kills"
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shared)
     # Nothing of the events pipeline ran: --pipeline narrowed every run to orders.
     assert not (crashed_lakehouse / "bronze" / "events").exists()

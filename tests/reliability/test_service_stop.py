@@ -1,0 +1,127 @@
+"""A service (`medallion run all --trigger processing-time=...`) picks up what lands while it runs,
+and SIGTERM sent to its whole process group (what a scheduler's stop and `kill -- -PGID` send, the
+JVM included) stops it as a run ends: the batches under way commit, every table's outcome and
+every batch's progress row are recorded, the summary is printed, and the status is 0. The next
+run finds nothing left to do.
+
+Before, the signal killed the command at once: no outcome rows, the progress rows of the last
+minute lost from the monitoring tables, and the JVM shutting Spark down under its queries.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.config import Settings, Trigger
+from medallion.generate import GenerateSpec, generate_landing
+from medallion.runner import Layer, run_pipeline
+from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from tests.lakehouse_views import snapshot, table_rows
+from tests.reliability.test_crash_recovery import (
+    conf_with_small_batches,
+    make_settings_at,
+    shuffle_partitions_of,
+    start_run,
+)
+from tests.reliability.test_interrupt import _children, _gone
+from tests.reliability.test_kill_anywhere import failure, finish
+
+SERVICE = "processing-time=2 seconds"
+EVENTS = 200  # lines per burst, broken and re-delivered ones included
+
+
+def _burst(landing: Path, name: str, start: datetime) -> None:
+    """A day's events, re-delivered and broken ones included, none late: a service's batches
+    follow the clock, so which late rows fall behind a watermark (and are dropped by the windows
+    and the join) differs from an available-now run's batches, and the two could not be compared
+    table for table."""
+    generate_landing(landing, GenerateSpec(events=EVENTS, files=2, users=20, burst=name,
+                                           start=start, seconds_between_events=3, late_rate=0.0,
+                                           seed=11))
+
+
+def _snapshot_or_none(settings: Settings) -> dict[str, Counter] | None:
+    try:
+        return snapshot(settings)
+    except Exception:  # noqa: BLE001 - a table the service has not made yet
+        return None
+
+
+def _served(settings: Settings, expected: dict[str, Counter], run_log: Path, run: object,
+            seconds: float) -> None:
+    """Wait until the service's tables equal ``expected`` (an available-now run's)."""
+    deadline = time.monotonic() + seconds
+    while _snapshot_or_none(settings) != expected:
+        assert run.poll() is None, failure(run_log)  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            actual = _snapshot_or_none(settings) or {}
+            differs = [table for table in expected if actual.get(table) != expected[table]]
+            raise AssertionError(f"the service did not reach the run's tables: {differs}\n"
+                                 + failure(run_log))
+        time.sleep(1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_recorded(
+        spark: SparkSession, tmp_path: Path) -> None:
+    conf = conf_with_small_batches(tmp_path)
+    landing = tmp_path / "landing"
+    clean = make_settings_at(tmp_path / "clean", landing, conf)
+    served = make_settings_at(tmp_path / "served", landing, conf)
+    with shuffle_partitions_of(spark, clean):
+        _burst(landing, "s1", datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc))
+        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        first = snapshot(clean)
+
+        run_log = tmp_path / "service.log"
+        run = start_run(conf, landing, Path(served.paths.lakehouse), run_log, "--trigger", SERVICE)
+        _served(served, first, run_log, run, 600)
+
+        # the next day's files land while it runs: each layer picks up what the one before commits
+        _burst(landing, "s2", datetime(2025, 1, 28, 10, 0, tzinfo=timezone.utc))
+        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        both = snapshot(clean)
+        assert both != first
+        _served(served, both, run_log, run, 300)
+
+    jvms = _children(run.pid)
+    assert jvms, "the service's JVM"
+    sent = time.monotonic()
+    os.killpg(run.pid, signal.SIGTERM)
+    assert run.wait(timeout=120) == 0, failure(run_log)
+    stopped_in = time.monotonic() - sent
+    said = run_log.read_text(errors="replace")
+    assert ("medallion: SIGTERM: the service stops once its batches under way have committed "
+            "(SIGTERM again stops it at once)") in said
+    assert "Traceback" not in said and "InterruptedException" not in said, failure(run_log)
+    assert "bronze/events" in said.rsplit("SIGTERM", 1)[1]  # the summary, after the signal
+    assert all(_gone(pid, 30) for pid in jvms), "a JVM outlived the service"
+
+    # every table's outcome: succeeded, with what it read over the service's life
+    outcomes = {row[1]: row for row in table_rows(RUN_OUTCOMES.path(served), (
+        "trigger", "table", "succeeded", "rows_in", "error"))}
+    assert {row[0] for row in outcomes.values()} == {SERVICE}
+    written = set(first) - {"duplicates_removed", "silver/events_quarantine"}  # by silver/events
+    assert written <= set(outcomes), outcomes
+    assert all(row[2] and row[4] is None for row in outcomes.values()), outcomes
+    assert outcomes["bronze/events"][3] == 2 * EVENTS, outcomes["bronze/events"]
+    assert outcomes["silver/events"][3] == 2 * EVENTS, outcomes["silver/events"]
+    # every batch's progress row, the ones since the last minute's write included
+    progress = table_rows(QUERY_PROGRESS.path(served), ("query_name", "num_input_rows"))
+    read = Counter()
+    for (name, rows), times in progress.items():
+        read[name] += rows * times
+    assert read["bronze/events"] == read["silver/events"] == 2 * EVENTS, read
+
+    finish(conf, landing, Path(served.paths.lakehouse), tmp_path / "after.log")
+    assert snapshot(served) == both  # nothing was left half done, nothing is done twice
+    print(f"\nstopped {stopped_in:.1f} s after SIGTERM")
