@@ -52,6 +52,12 @@ def write_text(spark: SparkSession, path: str, text: str, *, replace: bool = Tru
         stream.close()
 
 
+def make_folder(spark: SparkSession, path: str) -> None:
+    """Make a folder and those above it (on S3, the marker object Hadoop takes for a folder)."""
+    fs, target = hadoop_path(spark, path)
+    fs.mkdirs(target)
+
+
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a folder and all under it (or a file); whether it existed."""
     fs, target = hadoop_path(spark, path)

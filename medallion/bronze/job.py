@@ -17,9 +17,9 @@ from pyspark.sql.types import StructType
 
 from medallion.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.checkpoints import CheckpointState
-from medallion.config import Settings, Trigger
+from medallion.config import Settings, Trigger, TriggerKind
 from medallion.errors import InputRefused
-from medallion.hadoopfs import FileHeads
+from medallion.hadoopfs import FileHeads, make_folder
 from medallion.idle import (
     FolderInput,
     FolderLook,
@@ -232,11 +232,25 @@ def _ingestion_due(spark: SparkSession, settings: Settings, trigger: Trigger,
                  FolderInput(look, source.file_glob)):
         return False  # every landed file is in bronze already
     if look.listed is None:
+        if trigger.kind is TriggerKind.PROCESSING_TIME and _landing_zone_exists(settings):
+            # A service runs on, and the source's first files may land while it does; Spark's
+            # file source needs its folder to exist when it starts.
+            make_folder(spark, folder)
+            log.info("%s: landing folder %s made; the service ingests what lands there",
+                     spec.key, folder)
+            return True
         # Nothing landed yet: no table is made for it (nor, downstream, from it). Said with -v
         # only: a pipeline whose data has not come yet is not a fault of this run.
         log.info("%s: landing folder %s does not exist; nothing to ingest", spec.key, folder)
         return False
     return True
+
+
+def _landing_zone_exists(settings: Settings) -> bool:
+    """Whether the landing zone exists: a local one missing is likely a path given wrong (its
+    warning is said once per run), and no folder is made under it. A bucket's is taken as there."""
+    landing = settings.paths.landing
+    return "://" in landing or os.path.isdir(landing)
 
 
 def _table_of(settings: Settings, pipeline: PipelineSpec, source: SourceSpec) -> list[TableToMake]:
@@ -282,14 +296,13 @@ def start_bronze(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     first, side by side (:func:`~medallion.layer.start_layer`)."""
     sources = [(pipeline, source) for pipeline in settings.pipelines
                for source in settings.active_sources(pipeline)]
-    landing = settings.paths.landing
-    if "://" not in landing and not os.path.isdir(landing) and any(
+    if not _landing_zone_exists(settings) and any(
             source.format is not SourceFormat.KAFKA for _, source in sources):
         # One source's folder may not exist before its data first comes (said with -v only);
         # the whole zone missing is more likely a path given wrong.
         log.warning("the landing zone %s does not exist: the file sources have nothing to ingest "
                     "(paths.landing in %s/<env>.yaml, --landing or $MEDALLION_LANDING)",
-                    landing, settings.conf_dir)
+                    settings.paths.landing, settings.conf_dir)
     return start_layer(spark, [_planned(spark, settings, trigger, pipeline, source)
                                for pipeline, source in sources])
 

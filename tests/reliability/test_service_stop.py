@@ -1,16 +1,19 @@
-"""A service (`medallion run all --trigger processing-time=...`) picks up what lands while it runs,
-and SIGTERM sent to its whole process group (what a scheduler's stop and `kill -- -PGID` send, the
-JVM included) stops it as a run ends: the batches under way commit, every table's outcome and
-every batch's progress row are recorded, the summary is printed, and the status is 0. The next
-run finds nothing left to do.
+"""A service (`medallion run all --trigger processing-time=...`) picks up what lands while it runs, a
+source whose first files come after it started included, and SIGTERM sent to its whole process
+group (what a scheduler's stop and `kill -- -PGID` send, the JVM included) stops it as a run ends:
+the batches under way commit, every table's outcome and every batch's progress row are recorded,
+the summary is printed, and the status is 0. The next run finds nothing left to do.
 
 Before, the signal killed the command at once: no outcome rows, the progress rows of the last
-minute lost from the monitoring tables, and the JVM shutting Spark down under its queries.
+minute lost from the monitoring tables, and the JVM shutting Spark down under its queries. And a
+source whose landing folder did not exist when the service started was never ingested while it ran
+(its query was not started; said with -v only).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections import Counter
@@ -24,6 +27,7 @@ from medallion.config import Settings, Trigger
 from medallion.generate import GenerateSpec, generate_landing
 from medallion.runner import Layer, run_pipeline
 from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from tests.conftest import REPO
 from tests.lakehouse_views import snapshot, table_rows
 from tests.reliability.test_crash_recovery import (
     conf_with_small_batches,
@@ -33,6 +37,8 @@ from tests.reliability.test_crash_recovery import (
 )
 from tests.reliability.test_interrupt import _children, _gone
 from tests.reliability.test_kill_anywhere import failure, finish
+from tests.reliability.test_kill_orders import _order_files
+from tests.reliability.test_kill_orders import _snapshot as orders_snapshot
 
 SERVICE = "processing-time=2 seconds"
 EVENTS = 200  # lines per burst, broken and re-delivered ones included
@@ -48,9 +54,27 @@ def _burst(landing: Path, name: str, start: datetime) -> None:
                                            seed=11))
 
 
+def _tables(settings: Settings) -> dict[str, Counter]:
+    """Both pipelines' tables, as the kill tests compare them; of the orders, those before gold.
+    Their gold tables' windows take the lines of three exports landed together, and which of
+    them reach a window after its watermark passed depends on how the batches split them: by the
+    clock in a service, by file in an available-now run."""
+    orders = {f"orders {name}": rows for name, rows in orders_snapshot(settings).items()
+              if not name.startswith("gold/")}
+    return {**snapshot(settings), **orders}
+
+
+def _orders_land(landing: Path, staging: Path) -> None:
+    """The orders' first exports, each moved into the landing folder whole."""
+    _order_files(staging, 0)
+    (landing / "orders").mkdir(exist_ok=True)
+    for exported in sorted((staging / "orders").iterdir()):
+        exported.rename(landing / "orders" / exported.name)
+
+
 def _snapshot_or_none(settings: Settings) -> dict[str, Counter] | None:
     try:
-        return snapshot(settings)
+        return _tables(settings)
     except Exception:  # noqa: BLE001 - a table the service has not made yet
         return None
 
@@ -79,18 +103,24 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
     served = make_settings_at(tmp_path / "served", landing, conf)
     with shuffle_partitions_of(spark, clean):
         _burst(landing, "s1", datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc))
+        for dimension in ("products", "stores"):  # the orders' dimensions; no orders yet
+            shutil.copytree(REPO / "samples" / "landing" / dimension, landing / dimension)
         run_pipeline(spark, clean, Layer.ALL, Trigger())
-        first = snapshot(clean)
+        first = _tables(clean)
+        assert not (landing / "orders").exists()
 
         run_log = tmp_path / "service.log"
         run = start_run(conf, landing, Path(served.paths.lakehouse), run_log, "--trigger", SERVICE)
         _served(served, first, run_log, run, 600)
 
-        # the next day's files land while it runs: each layer picks up what the one before commits
+        # the next day's files land while it runs, and the first orders: each layer picks up
+        # what the one before commits
         _burst(landing, "s2", datetime(2025, 1, 28, 10, 0, tzinfo=timezone.utc))
+        _orders_land(landing, tmp_path / "staging")
         run_pipeline(spark, clean, Layer.ALL, Trigger())
-        both = snapshot(clean)
-        assert both != first
+        both = _tables(clean)
+        assert both["silver/events"] != first["silver/events"]
+        assert both["orders silver/order_lines"]
         _served(served, both, run_log, run, 300)
 
     jvms = _children(run.pid)
@@ -110,11 +140,14 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
     outcomes = {row[1]: row for row in table_rows(RUN_OUTCOMES.path(served), (
         "trigger", "table", "succeeded", "rows_in", "error"))}
     assert {row[0] for row in outcomes.values()} == {SERVICE}
-    written = set(first) - {"duplicates_removed", "silver/events_quarantine"}  # by silver/events
+    written = {name.removeprefix("orders ") for name in first
+               if not name.endswith(("duplicates_removed", "_quarantine"))}  # (silver's query's)
+    written |= {"gold/store_sessions", "gold/category_revenue_1h"}
     assert written <= set(outcomes), outcomes
     assert all(row[2] and row[4] is None for row in outcomes.values()), outcomes
     assert outcomes["bronze/events"][3] == 2 * EVENTS, outcomes["bronze/events"]
     assert outcomes["silver/events"][3] == 2 * EVENTS, outcomes["silver/events"]
+    assert outcomes["bronze/orders"][3] == sum(both["orders bronze/orders"].values())
     # every batch's progress row, the ones since the last minute's write included
     progress = table_rows(QUERY_PROGRESS.path(served), ("query_name", "num_input_rows"))
     read = Counter()
@@ -123,5 +156,5 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
     assert read["bronze/events"] == read["silver/events"] == 2 * EVENTS, read
 
     finish(conf, landing, Path(served.paths.lakehouse), tmp_path / "after.log")
-    assert snapshot(served) == both  # nothing was left half done, nothing is done twice
+    assert _tables(served) == both  # nothing was left half done, nothing is done twice
     print(f"\nstopped {stopped_in:.1f} s after SIGTERM")
