@@ -289,17 +289,15 @@ def serve(queries: list[RunningQuery], monitor: ProgressCollector | None = None,
                 assert running.query is not None
                 if running.query.isActive:
                     continue
-                try:
-                    running.query.awaitTermination()  # ended: raises what failed it
-                except StreamingQueryException as exc:
-                    _record(monitor, running, None, _cause(exc, running))
-                    raise JobError(running.table, _cause(exc, running)) from exc
+                _raise_if_failed(running, monitor)
                 log.info("%s stopped; stopping the service", running.table)
                 return _outcomes(queries, monitor)
             asked = _stop_asked()
             if asked is not None:
                 log.info("%s: stopping the service once its batches under way commit", asked)
                 _stop_between_batches(active)
+                for running in active:  # one may have failed while the others were stopped
+                    _raise_if_failed(running, monitor)
                 return _outcomes(queries, monitor)
             if monitor is not None and time.monotonic() - last_flush >= flush_every:
                 last_flush = time.monotonic()
@@ -313,6 +311,16 @@ def serve(queries: list[RunningQuery], monitor: ProgressCollector | None = None,
         for running in active:
             if running.query is not None and running.query.isActive:
                 running.query.stop()
+
+
+def _raise_if_failed(running: RunningQuery, monitor: ProgressCollector | None) -> None:
+    """For a query that has ended: its failure, recorded and raised, if it failed."""
+    assert running.query is not None
+    try:
+        running.query.awaitTermination()  # returns at once; raises what failed it
+    except StreamingQueryException as exc:
+        _record(monitor, running, None, _cause(exc, running))
+        raise JobError(running.table, _cause(exc, running)) from exc
 
 
 def _outcomes(queries: list[RunningQuery], monitor: ProgressCollector | None) -> list[TableRun]:
