@@ -15,9 +15,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections import Counter
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,13 @@ def _orders_land(landing: Path, staging: Path) -> None:
         exported.rename(landing / "orders" / exported.name)
 
 
+def _killed_if_running(run: subprocess.Popen[bytes]) -> None:
+    """A failed test leaves no service behind (it would serve its folders until killed)."""
+    if run.poll() is None:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+
+
 def _snapshot_or_none(settings: Settings) -> dict[str, Counter] | None:
     try:
         return _tables(settings)
@@ -79,12 +88,12 @@ def _snapshot_or_none(settings: Settings) -> dict[str, Counter] | None:
         return None
 
 
-def _served(settings: Settings, expected: dict[str, Counter], run_log: Path, run: object,
-            seconds: float) -> None:
+def _served(settings: Settings, expected: dict[str, Counter], run_log: Path,
+            run: subprocess.Popen[bytes], seconds: float) -> None:
     """Wait until the service's tables equal ``expected`` (an available-now run's)."""
     deadline = time.monotonic() + seconds
     while _snapshot_or_none(settings) != expected:
-        assert run.poll() is None, failure(run_log)  # type: ignore[attr-defined]
+        assert run.poll() is None, failure(run_log)
         if time.monotonic() > deadline:
             actual = _snapshot_or_none(settings) or {}
             differs = [table for table in expected if actual.get(table) != expected[table]]
@@ -96,7 +105,7 @@ def _served(settings: Settings, expected: dict[str, Counter], run_log: Path, run
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_recorded(
-        spark: SparkSession, tmp_path: Path) -> None:
+        spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     conf = conf_with_small_batches(tmp_path)
     landing = tmp_path / "landing"
     clean = make_settings_at(tmp_path / "clean", landing, conf)
@@ -111,6 +120,7 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
 
         run_log = tmp_path / "service.log"
         run = start_run(conf, landing, Path(served.paths.lakehouse), run_log, "--trigger", SERVICE)
+        request.addfinalizer(partial(_killed_if_running, run))
         _served(served, first, run_log, run, 600)
 
         # the next day's files land while it runs, and the first orders: each layer picks up
