@@ -38,7 +38,7 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion show --limit 10
 
 test: setup s3proxy chromium ## run the test suite (unit, integration, reliability, operations)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
 SOAK_KILLS ?= 4
