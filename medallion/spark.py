@@ -50,8 +50,13 @@ BASE_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
     # A streaming query refuses to start on a checkpoint that does not match its plan.
     "spark.sql.streaming.stateStore.stateSchemaCheck": "true",
-    # Delta log replay of small tables does not need 50 tasks.
-    "spark.databricks.delta.snapshotPartitions": "4",
+    # The partitions of a Delta table's state rebuild (its log replayed: every write checks its
+    # transaction id against it). Each task of it generates and loads the code that decodes the
+    # log's actions, which costs more than the replay of a table with a few hundred files; one
+    # task per rebuild made first runs and increments of 200 events 15-18% shorter than four
+    # (docs/performance.md). Delta's default, 50, suits tables of many thousands of files on a
+    # cluster: the cluster overlays (conf/dev.yaml, conf/prod.yaml) set their own.
+    "spark.databricks.delta.snapshotPartitions": "1",
     # Keep table statistics so analysts' filters skip files.
     "spark.databricks.delta.properties.defaults.checkpointInterval": "10",
     # Compiled code kept for reuse. Spark's default of 100 classes is less than one run of the
