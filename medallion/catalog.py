@@ -253,13 +253,15 @@ def _held(spark: SparkSession, names: set[str]) -> list[str]:
     return sorted(name for name in held if name in names)
 
 
-def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
+def catalog_fingerprint(spark: SparkSession, settings: Settings, names: bool = True) -> str:
     """What the catalog's preparation depends on, read without a Spark job: which tables have a
     Delta log, their declared comments, the views in configuration, which metastore holds them,
-    and which of their names it holds. The last is what a ``DROP TABLE`` or ``DROP VIEW`` outside
-    a run changes (``medallion sql``, the shell, a client of a shared metastore): the next
-    session's preparation then registers the table, or makes the view, again; without it the
-    preparation was skipped and the name stayed missing for good."""
+    and (``names``) which of their names it holds. The last is what a ``DROP TABLE`` or ``DROP
+    VIEW`` outside a run changes (``medallion sql``, the shell, a client of a shared metastore):
+    the next session's preparation then registers the table, or makes the view, again; without
+    it the preparation was skipped and the name stayed missing for good. Listing the names boots
+    an embedded metastore (about 1.5 s), which nothing else in a run without new tables needs:
+    ``names`` False leaves them out."""
     tables = lakehouse_tables(settings)
     present = [spec.key for spec in tables
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
@@ -280,14 +282,32 @@ def catalog_fingerprint(spark: SparkSession, settings: Settings) -> str:
         "tables": present,
         "docs": docs,
         "views": [[view.name, view.sql, view.comment] for view in settings.views],
-        # last: listing them boots an embedded metastore, which makes its database
-        "held": _held(spark, {spec.qualified_name.lower() for spec in tables}
-                      | {view.name.lower() for view in settings.views}),
     }
+    if names:  # last: listing them boots an embedded metastore, which makes its database
+        state["held"] = _held(spark, {spec.qualified_name.lower() for spec in tables}
+                              | {view.name.lower() for view in settings.views})
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def prepare_catalog(spark: SparkSession, settings: Settings) -> list[str]:
+def _recorded(spark: SparkSession, marker: str) -> dict[str, object] | None:
+    """The marker's record, or None when there is none or it is damaged (prepare again)."""
+    if not path_exists(spark, marker):
+        return None
+    try:
+        recorded = json.loads(read_text(spark, marker))
+    except ValueError:
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def _record(spark: SparkSession, settings: Settings, marker: str, names: list[str]) -> None:
+    """Record the catalog as prepared, both ways its fingerprint is compared."""
+    write_text(spark, marker, json.dumps({
+        "unlisted": catalog_fingerprint(spark, settings, names=False),
+        "fingerprint": catalog_fingerprint(spark, settings), "names": names}))
+
+
+def prepare_catalog(spark: SparkSession, settings: Settings, list_names: bool = True) -> list[str]:
     """Register the tables, bring their comments up to date, create the views whose tables exist.
 
     Returns the names of the tables and views the catalog now offers (empty when nothing needed
@@ -295,21 +315,29 @@ def prepare_catalog(spark: SparkSession, settings: Settings) -> list[str]:
     on has changed since (:func:`catalog_fingerprint`, recorded under ``<lakehouse>/_catalog``),
     the checks, which cost a Delta snapshot per table, are skipped. Tables created during a run
     are registered by their creation (``ensure_table``), which also changes the fingerprint.
+
+    ``list_names`` False (``medallion run`` on the embedded metastore) does not ask the
+    metastore which names it holds: a name dropped since is made again by the next session that
+    asks (``medallion sql``, ``medallion thrift``, maintenance, a backfill) or by the next run
+    that has a table to make, not by a run that would otherwise never boot the metastore.
     """
     marker = f"{settings.catalog_dir()}/{PREPARED_MARKER}"
     persistent = settings.catalog.metastore is not Metastore.IN_MEMORY
-    fingerprint = catalog_fingerprint(spark, settings) if persistent else ""
-    if persistent and path_exists(spark, marker):
-        try:
-            if json.loads(read_text(spark, marker)).get("fingerprint") == fingerprint:
-                log.debug("catalog unchanged since its last preparation")
-                return []
-        except ValueError:
-            pass  # a damaged marker: prepare again, which rewrites it
+    if persistent and (recorded := _recorded(spark, marker)) is not None:
+        if not list_names and "unlisted" in recorded:
+            unchanged = recorded["unlisted"] == catalog_fingerprint(spark, settings, names=False)
+        else:  # a marker written before there were two fingerprints is compared in full
+            unchanged = recorded.get("fingerprint") == catalog_fingerprint(spark, settings)
+            if unchanged and "unlisted" not in recorded:
+                names = recorded.get("names")
+                _record(spark, settings, marker,
+                        [str(name) for name in names] if isinstance(names, list) else [])
+        if unchanged:
+            log.debug("catalog unchanged since its last preparation")
+            return []
     names = _prepare(spark, settings)
     if persistent:  # as it is now (booting the embedded metastore created its database)
-        write_text(spark, marker, json.dumps({"fingerprint": catalog_fingerprint(spark, settings),
-                                              "names": names}))
+        _record(spark, settings, marker, names)
     return names
 
 
@@ -321,24 +349,27 @@ def record_run_creations(spark: SparkSession, settings: Settings) -> list[str]:
     (``ensure_table``); what a preparation would still do is create the views that waited for
     them. Without this the next run found the fingerprint changed by the creations and prepared
     everything again, a Delta snapshot per table (18.8 s of a 27.6 s run with nothing new, in
-    ``make bench``).
+    ``make bench``). A run that created nothing finds the fingerprint without the metastore's
+    names unchanged, and does not boot the metastore to tell.
     """
     if settings.catalog.metastore is Metastore.IN_MEMORY:
         return []
     marker = f"{settings.catalog_dir()}/{PREPARED_MARKER}"
-    if not path_exists(spark, marker):
-        return []  # the start of the run did not prepare it: the next run will, in full
-    try:
-        if json.loads(read_text(spark, marker)).get("fingerprint") == catalog_fingerprint(
-                spark, settings):
-            return []  # nothing was created
-    except ValueError:
-        return []  # a damaged marker: the next run prepares the catalog in full
+    recorded = _recorded(spark, marker)
+    if recorded is None:
+        return []  # the start of the run did not prepare it, or a damaged marker: the next run will
+    if recorded.get("unlisted") == catalog_fingerprint(spark, settings, names=False):
+        return []  # nothing was created
     present = [spec.qualified_name for spec in lakehouse_tables(settings)
                if path_exists(spark, f"{spec.path(settings)}/_delta_log")]
     views = _create_views(spark, settings, present)
-    write_text(spark, marker, json.dumps({"fingerprint": catalog_fingerprint(spark, settings),
-                                          "names": present + views}))
+    held = _held(spark, {name.lower() for name in present})
+    if len(held) < len(present):
+        # An entry dropped before this run, which did not list the names at its start: recorded
+        # as prepared, it would stay missing. Left as it was, the next session prepares in full.
+        log.debug("catalog entries missing: %s", sorted({n.lower() for n in present} - set(held)))
+        return views
+    _record(spark, settings, marker, present + views)
     return views
 
 

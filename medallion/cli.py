@@ -308,7 +308,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     # An in-memory catalog ends with this process, where nothing queries it: no registration.
     persistent = settings.catalog.metastore is not Metastore.IN_MEMORY
-    spark = build_session(settings, register_tables=persistent)
+    # The embedded metastore is not asked which names it holds (booting it is 1.5 s of a run
+    # with nothing new): the sessions that query it ask. A shared one is, for its other clients.
+    spark = build_session(settings, register_tables=persistent,
+                          list_catalog=settings.catalog.metastore is not Metastore.EMBEDDED)
     from medallion.live import live_display
 
     # On a terminal, a line per table as its batches commit (not beside -v's log lines).

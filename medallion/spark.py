@@ -625,12 +625,14 @@ def _quiet_query_context_loggers() -> None:
 
 def build_session(settings: Settings, register_tables: bool = True,
                   extra_conf: dict[str, str] | None = None,
-                  resolve_packages: bool = False) -> SparkSession:
+                  resolve_packages: bool = False, list_catalog: bool = True) -> SparkSession:
     """Build (or return the running) Spark session configured for the lakehouse.
 
     The catalog is Hive's metastore (embedded Derby under ``<lakehouse>/_catalog`` by default), so
     tables, views and comments survive between runs. With ``register_tables`` the lakehouse's
-    existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created.
+    existing tables are (re-)registered as ``<layer>.<table>`` and the configured views created;
+    ``list_catalog`` False skips asking the metastore which names it holds when nothing else
+    changed (see :func:`~medallion.catalog.prepare_catalog`).
     ``extra_conf`` adds settings for this session only (the Thrift server's port, for one).
     JVM packages resolved at an earlier start are used as local jars unless ``resolve_packages``
     (set-up resolves them afresh).
@@ -675,5 +677,5 @@ def build_session(settings: Settings, register_tables: bool = True,
     log.info("spark %s session ready (master %s, catalog %s)", spark.version,
              spark.sparkContext.master, settings.catalog.metastore.value)
     if register_tables:
-        prepare_catalog(spark, settings)
+        prepare_catalog(spark, settings, list_names=list_catalog)
     return spark
