@@ -19,6 +19,8 @@ from medallion.errors import InputRefused
 from medallion.gold.job import gold_waves, start_gold
 from medallion.live import BatchCallback
 from medallion.monitoring import ProgressCollector, install, uninstall
+from medallion.quality.evaluate import load_great_expectations_soon
+from medallion.quality.spec import declared_expectations
 from medallion.silver.job import start_silver
 from medallion.sinks.kafka import start_publish
 from medallion.spark import leave_termination_to_the_driver
@@ -96,12 +98,16 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
                 return serve(started, collector)
         runs: list[TableRun] = []
         refused: list[InputRefused] = []
+        gated = _gated_layers(settings, layer)
         for each in layers_of(layer):
             log.info("running %s with trigger %s", each.value, trigger)
             try:
                 for start in _stages(each, settings):
                     with _stopping_on_failure(spark):
                         layer_queries = start(spark, settings, trigger)
+                    if gated and any(query.query is not None for query in layer_queries):
+                        gated = False  # the gates will be built: load GX while the queries run
+                        load_great_expectations_soon()
                     layer_runs = await_all(layer_queries, collector)
                     runs += layer_runs
                     refused += [query.refused for query in layer_queries if query.refused]
@@ -121,6 +127,13 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
     finally:
         if collector is not None:
             _finish_monitoring(spark, collector)
+
+
+def _gated_layers(settings: Settings, layer: Layer) -> bool:
+    """Whether a table this run of ``layer`` covers has quality gates to build."""
+    covered = {each.value for each in layers_of(layer)}
+    return settings.quality.enabled and any(
+        spec.table.partition("/")[0] in covered for spec in declared_expectations(settings))
 
 
 def _stages(layer: Layer, settings: Settings) -> list[Starter]:

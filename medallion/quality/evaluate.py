@@ -22,6 +22,7 @@ compares the outcome with GX's own Spark validation on the same data.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,24 @@ def load_great_expectations() -> None:
     ("No definition found for table.row_count")."""
     with _GX_LOCK:
         import great_expectations.core.expectation_validation_result  # noqa: F401
+        import great_expectations.expectations.registry  # noqa: F401
+
+
+_loading: list[threading.Thread] = []
+
+
+def load_great_expectations_soon() -> None:
+    """Start importing GX on a thread of its own, once: a run whose expectations were checked
+    before (:func:`~medallion.quality.spec.check_expectations`) has not imported it, and a layer
+    with work calls this as its queries start, so the import (seconds of one core) runs while the
+    JVM does their work instead of when the first gate is built. The gate's
+    :func:`load_great_expectations` waits for it under the same lock."""
+    if _loading or "great_expectations.expectations.registry" in sys.modules:
+        return
+    # Not a daemon: a process whose run ends first waits for the import rather than exit in it.
+    thread = threading.Thread(target=load_great_expectations, name="medallion-gx-import")
+    _loading.append(thread)
+    thread.start()
 
 
 class UnsupportedMetric(ValueError):

@@ -24,6 +24,13 @@ command that runs a job calls before Spark starts. An error names the key and th
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medallion.errors import ConfigError
@@ -37,6 +44,8 @@ from medallion.pipeline.model import (
 
 if TYPE_CHECKING:
     from medallion.config import Settings
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BATCH_LEVEL_TYPES", "ROW_LEVEL_TYPES", "SUPPORTED_TYPES", "ExpectationSpec",
            "Severity", "build_expectation", "check_expectations"]
@@ -52,11 +61,20 @@ def build_expectation(spec: ExpectationSpec) -> Any:
                 description=spec.description or None)
 
 
-def _check_with_gx(spec: ExpectationSpec) -> None:
-    key = spec.declared_at or f"{spec.table}.expectations.{spec.name}"
+def _key(spec: ExpectationSpec) -> str:
+    return spec.declared_at or f"{spec.table}.expectations.{spec.name}"
+
+
+def _check_locally(spec: ExpectationSpec) -> None:
+    """What is refused without Great Expectations."""
     if "row_condition" in spec.kwargs or "condition_parser" in spec.kwargs:
-        raise ConfigError(f"{key}.kwargs.row_condition", spec.kwargs_source,
+        raise ConfigError(f"{_key(spec)}.kwargs.row_condition", spec.kwargs_source,
                           "row conditions are not supported by the gate; use a narrower column")
+
+
+def _check_with_gx(spec: ExpectationSpec) -> None:
+    key = _key(spec)
+    _check_locally(spec)
     try:
         configuration = build_expectation(spec).configuration
     except Exception as exc:  # pydantic's errors: each line names an argument and the problem
@@ -79,14 +97,64 @@ def declared_expectations(settings: Settings) -> tuple[ExpectationSpec, ...]:
                  for expectation in table.doc.expectations)
 
 
-def check_expectations(settings: Settings) -> None:
+def check_expectations(settings: Settings, environ: Mapping[str, str] = os.environ) -> None:
     """Check every declared expectation's arguments with Great Expectations' own classes.
 
     Kept apart from loading because importing Great Expectations takes seconds: commands that run
     a job call this before they start Spark; the others never pay for it. Nothing is checked when
     the gates are off (``quality.enabled: false``), as nothing will be evaluated.
+
+    An expectation that passed is remembered (:func:`checked_folder`) by a digest of what the
+    check reads: its type, arguments and description, and the versions of Great Expectations and
+    pydantic that judged them. When every declared one is remembered, Great Expectations is not
+    imported at all: a scheduled run with nothing new does not pay its import (about 1 s of such
+    a run's wall time, beside the JVM's start); a run with work loads it while its first layer
+    runs (:func:`medallion.quality.evaluate.load_great_expectations_soon`). A refused one is never
+    remembered, so it is refused at every run until it is fixed.
     """
     if not settings.quality.enabled:
         return
+    folder = checked_folder(environ)
     for spec in declared_expectations(settings):
+        _check_locally(spec)
+        digest = _check_digest(spec)
+        if folder is not None and (folder / digest).exists():
+            continue
         _check_with_gx(spec)
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / digest).touch()
+            except OSError as exc:  # a cache that cannot be written only costs the next check
+                log.debug("cannot remember checked expectations in %s: %s", folder, exc)
+
+
+CHECKED_ENV = "MEDALLION_CHECKED_EXPECTATIONS"
+_CHECK_REVISION = "1"  # raise when what _check_with_gx accepts changes
+
+
+def checked_folder(environ: Mapping[str, str]) -> Path | None:
+    """Where expectations that passed the check are remembered (``~/.cache/medallion/
+    expectations`` by default, ``$MEDALLION_CHECKED_EXPECTATIONS`` to choose, ``off`` for none)."""
+    chosen = environ.get(CHECKED_ENV, "").strip()
+    if chosen.lower() == "off":
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "medallion" / "expectations"
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+def _check_digest(spec: ExpectationSpec) -> str:
+    """A digest of everything :func:`_check_with_gx` judges, and of who judges it."""
+    judged = [_CHECK_REVISION, _version("great_expectations"), _version("pydantic"),
+              spec.expectation_type, dict(spec.kwargs), spec.description]
+    text = json.dumps(judged, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
