@@ -29,7 +29,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from medallion.errors import CheckpointError
-from medallion.hadoopfs import hadoop_path, path_exists, read_text, write_text
+from medallion.hadoopfs import folder_names, hadoop_path, path_exists, read_text, write_text
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,6 @@ def rebuild_advice(table: str) -> str:
     return ("Put back a copy of the whole checkpoint taken after the table's last write, or "
             f"rebuild the table and everything downstream of it: `medallion backfill {table} "
             "--full-refresh`.")
-
-
-def folder_names(spark: SparkSession, folder: str) -> list[str]:
-    """The names in ``folder`` (none when it does not exist)."""
-    fs, path = hadoop_path(spark, folder)
-    if not fs.exists(path):
-        return []
-    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
 
 def batch_numbers(names: list[str]) -> list[int]:

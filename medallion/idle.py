@@ -37,9 +37,9 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
-from medallion.checkpoints import batch_numbers, folder_names
+from medallion.checkpoints import batch_numbers
 from medallion.config import S3Settings, Trigger, TriggerKind
-from medallion.hadoopfs import hadoop_path, path_exists, read_text
+from medallion.hadoopfs import folder_names, hadoop_path, is_checksum_file, path_exists, read_text
 from medallion.s3 import is_s3, parse_s3, s3_client
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def _local_files_under(root: str) -> tuple[ListedFile, ...]:
     found = []
     for where, _, names in os.walk(root, followlinks=True):
         for name in names:
-            if name.startswith(".") and name.endswith(".crc"):
+            if is_checksum_file(name):
                 continue  # Hadoop's checksum of a file beside it, which Hadoop does not list
             full = os.path.join(where, name)
             with contextlib.suppress(FileNotFoundError):  # gone since the walk saw it

@@ -115,9 +115,10 @@ def check_expectations(settings: Settings, environ: Mapping[str, str] = os.envir
     if not settings.quality.enabled:
         return
     folder = checked_folder(environ)
+    judges = [_CHECK_REVISION, _version("great_expectations"), _version("pydantic")]
     for spec in declared_expectations(settings):
         _check_locally(spec)
-        digest = _check_digest(spec)
+        digest = _check_digest(spec, judges)
         if folder is not None and (folder / digest).exists():
             continue
         _check_with_gx(spec)
@@ -152,9 +153,9 @@ def _version(distribution: str) -> str:
         return "missing"
 
 
-def _check_digest(spec: ExpectationSpec) -> str:
-    """A digest of everything :func:`_check_with_gx` judges, and of who judges it."""
-    judged = [_CHECK_REVISION, _version("great_expectations"), _version("pydantic"),
-              spec.expectation_type, dict(spec.kwargs), spec.description]
+def _check_digest(spec: ExpectationSpec, judges: list[str]) -> str:
+    """A digest of everything :func:`_check_with_gx` judges, and of who judges it (``judges``:
+    the check's revision and the versions of Great Expectations and pydantic)."""
+    judged = [*judges, spec.expectation_type, dict(spec.kwargs), spec.description]
     text = json.dumps(judged, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -489,3 +489,30 @@ def test_a_local_folder_is_listed_as_hadoop_lists_it(spark: SparkSession, tmp_pa
     assert sorted(f.path for f in listed) == [
         ".d.json", "2025-01-27/b é.json", "_temporary/0/c.json", "a.json", "e.txt"]
     assert {f.modified_ms for f in listed if f.path == "a.json"} == {1_700_000_000_123}
+
+
+def test_a_local_folders_names_are_those_hadoop_lists(spark: SparkSession, tmp_path: Path) -> None:
+    """Checkpoint and Delta log folders are listed by Python when local (an idle run lists some
+    forty): the names must be those Hadoop's local file system gives, its checksum files hidden,
+    however the folder is spelled."""
+    folder = tmp_path / "offsets é"
+    for name in ("0", "1", ".1.crc", ".hidden", "_x", "sub/2"):
+        write_atomically(folder / name, [name])
+
+    def through_hadoop(path: str) -> list[str]:
+        fs, target = hadoopfs.hadoop_path(spark, path)
+        if not fs.exists(target):
+            return []
+        return sorted(str(status.getPath().getName()) for status in fs.listStatus(target))
+
+    for spelled in (str(folder), folder.as_uri(), f"file:{folder}", str(folder / "0"),
+                    str(tmp_path / "missing")):
+        assert hadoopfs.local_path(spark, spelled) is not None, spelled
+        assert sorted(hadoopfs.folder_names(spark, spelled)) == through_hadoop(spelled), spelled
+    assert sorted(hadoopfs.folder_names(spark, str(folder))) == [".hidden", "0", "1", "_x", "sub"]
+    assert hadoopfs.local_path(spark, "s3a://bucket/lakehouse/_delta_log") is None
+    assert hadoopfs.local_path(spark, "hdfs://namenode/lakehouse") is None
+    for odd in ("a#b", "a?b", "a:b"):  # what a URL parser would take for a fragment, a query, a scheme
+        write_atomically(tmp_path / "odd" / odd / "0", ["0"])
+        spelled = str(tmp_path / "odd" / odd)
+        assert hadoopfs.folder_names(spark, spelled) == through_hadoop(spelled) == ["0"], odd
