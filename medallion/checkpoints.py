@@ -18,8 +18,10 @@ passed. See :func:`plan_watermark_batch`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -29,7 +31,15 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from medallion.errors import CheckpointError
-from medallion.hadoopfs import folder_names, hadoop_path, path_exists, read_text, write_text
+from medallion.hadoopfs import (
+    folder_names,
+    hadoop_path,
+    is_checksum_file,
+    local_path,
+    path_exists,
+    read_text,
+    write_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +83,21 @@ def _drop_orphan_checksums(spark: SparkSession, folder: str) -> None:
     On a local file system Hadoop keeps a checksum beside each file. When a ``commits/<batch>``
     file is deleted by hand its ``.crc`` stays, and Spark's rewrite of the batch's file then
     fails on the rename ("Multiple streaming queries are concurrently using ..."), although the
-    replay itself is safe. A checksum of a file that does not exist checks nothing.
+    replay itself is safe. A checksum of a file that does not exist checks nothing. A local
+    folder is listed by Python (with the bridge, two calls per name, at every query's start).
     """
+    local = local_path(spark, folder)
+    if local is not None:
+        try:
+            names = set(os.listdir(local))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for name in sorted(names):
+            if _orphan_checksum(name, names):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(local, name))
+                log.warning("%s/%s: deleted the checksum of a batch file that is gone", folder, name)
+        return
     fs, path = hadoop_path(spark, folder)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -85,10 +108,15 @@ def _drop_orphan_checksums(spark: SparkSession, folder: str) -> None:
         return
     names = {str(status.getPath().getName()) for status in raw.listStatus(path)}
     for name in sorted(names):
-        batch = name[1:-4] if name.startswith(".") and name.endswith(".crc") else ""
-        if batch.isdigit() and batch not in names:
+        if _orphan_checksum(name, names):
             raw.delete(jvm.org.apache.hadoop.fs.Path(path, name), False)
             log.warning("%s/%s: deleted the checksum of a batch file that is gone", folder, name)
+
+
+def _orphan_checksum(name: str, names: set[str]) -> bool:
+    """Whether ``name`` is the checksum (``.<batch>.crc``) of a batch file not in ``names``."""
+    batch = name[1:-4] if is_checksum_file(name) else ""
+    return batch.isdigit() and batch not in names
 
 
 def _read_checked(spark: SparkSession, file: str) -> str:
