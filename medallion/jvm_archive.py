@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from medallion.usercache import cache_folder
+
 log = logging.getLogger(__name__)
 
 ARCHIVE_ENV = "MEDALLION_JVM_ARCHIVE"
@@ -39,13 +41,7 @@ ABANDONED_SECONDS = 600.0  # an incomplete temporary file this old was left by a
 
 def archive_folder(environ: Mapping[str, str]) -> Path | None:
     """Where archives are kept, or None when ``$MEDALLION_JVM_ARCHIVE`` is ``off``."""
-    chosen = environ.get(ARCHIVE_ENV, "").strip()
-    if chosen.lower() == "off":
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "medallion" / "jvm"
+    return cache_folder(environ, ARCHIVE_ENV, "jvm")
 
 
 def java_binary(environ: Mapping[str, str]) -> str | None:

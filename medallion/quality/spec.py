@@ -41,6 +41,7 @@ from medallion.pipeline.model import (
     ExpectationSpec,
     Severity,
 )
+from medallion.usercache import cache_folder
 
 if TYPE_CHECKING:
     from medallion.config import Settings
@@ -73,8 +74,8 @@ def _check_locally(spec: ExpectationSpec) -> None:
 
 
 def _check_with_gx(spec: ExpectationSpec) -> None:
+    """The arguments as Great Expectations judges them (after :func:`_check_locally`)."""
     key = _key(spec)
-    _check_locally(spec)
     try:
         configuration = build_expectation(spec).configuration
     except Exception as exc:  # pydantic's errors: each line names an argument and the problem
@@ -137,13 +138,7 @@ _CHECK_REVISION = "1"  # raise when what _check_with_gx accepts changes
 def checked_folder(environ: Mapping[str, str]) -> Path | None:
     """Where expectations that passed the check are remembered (``~/.cache/medallion/
     expectations`` by default, ``$MEDALLION_CHECKED_EXPECTATIONS`` to choose, ``off`` for none)."""
-    chosen = environ.get(CHECKED_ENV, "").strip()
-    if chosen.lower() == "off":
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "medallion" / "expectations"
+    return cache_folder(environ, CHECKED_ENV, "expectations")
 
 
 def _version(distribution: str) -> str:
