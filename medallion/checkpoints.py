@@ -289,24 +289,3 @@ def emitted_watermark(spark: SparkSession, table: str, checkpoint: str) -> int |
     entries = _log_entries(spark, table, f"{checkpoint}/offsets/{state.last_committed}", minimum=2)
     watermark = entries[0].get("batchWatermarkMs") if isinstance(entries[0], dict) else None
     return watermark if isinstance(watermark, int) else None
-
-
-def join_state_key_columns(spark: SparkSession, table: str, checkpoint: str) -> int | None:
-    """How many key columns a stream-stream join's state holds; None before its first batch.
-
-    Read from the schema Spark keeps beside the left side's key counts
-    (``state/0/0/left-keyToNumValues/_metadata/schema``: a version line, then the key's and the
-    value's schemas as JSON, each after its length).
-    """
-    schema = f"{checkpoint}/state/0/0/left-keyToNumValues/_metadata/schema"
-    if not path_exists(spark, schema):
-        return None
-    text = read_text(spark, schema)
-    start = text.find('{"type":"struct"')
-    try:
-        key, _ = json.JSONDecoder().raw_decode(text, max(start, 0))
-        return len(key["fields"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(
-            table, f"checkpoint {checkpoint}: the join state's schema {schema} cannot be read "
-            f"({exc}). {rebuild_advice(table)}") from exc

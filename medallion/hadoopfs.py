@@ -123,6 +123,13 @@ def make_folder(spark: SparkSession, path: str) -> None:
     fs.mkdirs(target)
 
 
+def rename_path(spark: SparkSession, source: str, target: str) -> bool:
+    """Move a folder or file to ``target`` (which must not exist); whether it was moved."""
+    fs, origin = hadoop_path(spark, source)
+    _, destination = hadoop_path(spark, target)
+    return bool(fs.rename(origin, destination))
+
+
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a folder and all under it (or a file); whether it existed."""
     fs, target = hadoop_path(spark, path)

@@ -207,21 +207,22 @@ class Lakehouse:
     def purchase_attribution(self) -> set[tuple[object, ...]]:
         """Each purchase with the user's latest click or add_to_cart at most 30 minutes before
         it (the latest time, then the greatest event_id); none: nulls, once the watermark has
-        passed the purchase. A stream-stream join drops an input row at or behind the watermark
-        in force when it arrives."""
+        passed the purchase. A purchase at or behind the watermark in force when it arrives is
+        dropped; a click or add_to_cart counts for the purchases the watermark in force when it
+        arrives has not passed, however late the click itself is."""
         if self.max_event_time is None:
             return set()
         watermark = self.max_event_time - WATERMARK
-        arrived = [event for event, arrival in self.gold_events
-                   if arrival is None or event.timestamp > arrival]
-        candidates: dict[str, list[Event]] = defaultdict(list)
-        for event in arrived:
+        candidates: dict[str, list[tuple[Event, datetime | None]]] = defaultdict(list)
+        for event, arrival in self.gold_events:
             if event.event_type in ATTRIBUTED:
-                candidates[event.user_id].append(event)
+                candidates[event.user_id].append((event, arrival))
         rows = set()
-        for purchase in (e for e in arrived if e.event_type == "purchase"):
-            found = [c for c in candidates[purchase.user_id]
-                     if purchase.timestamp - WITHIN <= c.timestamp <= purchase.timestamp]
+        for purchase in (e for e, arrival in self.gold_events if e.event_type == "purchase"
+                         and (arrival is None or e.timestamp > arrival)):
+            found = [c for c, arrival in candidates[purchase.user_id]
+                     if purchase.timestamp - WITHIN <= c.timestamp <= purchase.timestamp
+                     and (arrival is None or purchase.timestamp > arrival)]
             head = (purchase.event_id, purchase.user_id, purchase.timestamp, purchase.amount)
             if found:
                 best = max(found, key=lambda c: (c.timestamp, c.event_id))

@@ -16,19 +16,20 @@ Aggregates, as Spark computes them in a streaming aggregation:
   aggregates on streams, a set is allowed): the state holds each window's distinct values;
 * ``approx_count_distinct``: HyperLogLog++, a fixed-size state per window.
 
-A join (``join:``) is given two inputs, each watermarked on its event time and filtered, joined
-on equal keys and ``right``'s time in ``[left's - within, left's]`` (both ends included; the range
-and the watermarks bound the state Spark keeps), inner or left outer, then the ``select``
-expressions cast to the table's types. Of the rows one key gets (several matches), the writer keeps
-the one greatest by ``latest_by``: :func:`latest_per_key` in a batch, the MERGE across batches.
+A join (``join:``) is given two inputs, each filtered, joined on equal keys and ``right``'s time
+in ``[left's - within, left's]`` (both ends included), inner or left outer, then the ``select``
+expressions cast to the table's types. The gold job gives it the rows of the two Delta tables that
+a batch can still match (:mod:`medallion.gold.joinbatch`); with ``markers`` it also returns the
+left row's time and whether a right row matched, which decide the rows the batch writes. Of the
+rows one key gets (several matches), the writer keeps the one greatest by ``latest_by``:
+:func:`latest_per_key` in a batch, the MERGE across batches.
 
 A join's equal keys also carry a time bucket (``__join_bucket``, :func:`_time_buckets`), which
-changes no result: Spark's join state is a list of rows per key, and each row that comes in reads
-its key's whole list on the other side, so a batch holding hours of a key's rows (a first run, a
-catch-up) compared each with all the others. Left rows are put in the bucket of their time
-(``4 × within`` wide); a right row in the bucket of its time and, when its time plus ``within``
-reaches the next bucket, in that one too (a quarter of them), so the pair of every match shares
-exactly one bucket and meets once. Only right rows are doubled: they are never emitted unmatched.
+changes no result: a batch holding hours of a key's rows (a first run, a catch-up) would compare
+each with all the others. Left rows are put in the bucket of their time (``4 × within`` wide); a
+right row in the bucket of its time and, when its time plus ``within`` reaches the next bucket,
+in that one too (a quarter of them), so the pair of every match shares exactly one bucket and
+meets once. Only right rows are doubled: they are never emitted unmatched.
 
 A Python step (``python: module:function``) is given the input, with the watermark on its event
 time and after ``filter``, and returns the declared ``columns``; they are selected in order and
@@ -137,26 +138,35 @@ def _time_buckets(within_seconds: int, left_time: str, right_time: str
                            .otherwise(F.array(right)))
 
 
-def compile_join(pipeline: PipelineSpec, gold: GoldSpec, *, time_buckets: bool = True
-                 ) -> JoinTransform:
-    """The transform that joins ``gold``'s input (left) with its join's input (right).
+JOIN_LEFT_TIME = "__join_left_time"  # with markers: the left row's event time
+JOIN_MATCHED = "__join_matched"  # with markers: whether a right row matched the left one
 
-    ``time_buckets`` False: the equal keys alone, as a join's state written before the buckets
-    holds them (Spark refuses to resume a join whose state key changed).
-    """
+
+def join_event_times(pipeline: PipelineSpec, gold: GoldSpec) -> tuple[str, str]:
+    """The event-time columns of a join's left and right inputs."""
     join = gold.join
     assert join is not None, f"{gold.key} declares no join"
     left_time, right_time = _event_time_of(pipeline, gold.input), _event_time_of(pipeline, join.input)
     assert left_time and right_time, f"{gold.key}: both inputs have an event time (validated)"
-    watermark = pipeline.watermark_of(gold)
+    return left_time, right_time
+
+
+def compile_join(pipeline: PipelineSpec, gold: GoldSpec, *, time_buckets: bool = True,
+                 markers: bool = False) -> JoinTransform:
+    """The transform that joins ``gold``'s input (left) with its join's input (right).
+
+    ``time_buckets`` False: the equal keys alone (the buckets change no result; a test shows it).
+    ``markers``: also :data:`JOIN_LEFT_TIME` and :data:`JOIN_MATCHED`, after the declared columns.
+    """
+    join = gold.join
+    assert join is not None, f"{gold.key} declares no join"
+    left_time, right_time = join_event_times(pipeline, gold)
     fields = gold_fields(pipeline, gold)
     types = {f.name: str(f.type) for f in fields}
     within = parse_duration_seconds(join.within, f"{gold.key}.join.within", "the declaration")
     equal = (*join.equal, _BUCKET) if time_buckets else join.equal
 
     def joined(left: DataFrame, right: DataFrame) -> DataFrame:
-        left = left.withWatermark(left_time, watermark)
-        right = right.withWatermark(right_time, watermark)
         if gold.filter is not None:
             left = left.where(F.expr(gold.filter))
         if join.filter is not None:
@@ -170,8 +180,10 @@ def compile_join(pipeline: PipelineSpec, gold: GoldSpec, *, time_buckets: bool =
                           f"right.{right_time} >= left.{left_time} - INTERVAL {join.within}",
                           f"right.{right_time} <= left.{left_time}"]))
         rows = left.join(right, condition, join.kind.value)
+        marked = ([F.col(f"left.{left_time}").alias(JOIN_LEFT_TIME),
+                   F.col(f"right.{right_time}").isNotNull().alias(JOIN_MATCHED)] if markers else [])
         return rows.select(*(F.expr(s.expr).cast(types[s.name]).alias(s.name)
-                             for s in gold.select))
+                             for s in gold.select), *marked)
 
     return joined
 

@@ -4,7 +4,9 @@ Each gold table of ``conf/pipelines/<name>.yaml`` is compiled into a pure transf
 (:mod:`medallion.gold.compile`) that reads the table's declared input. Tables whose open windows
 analysts need (mode update) are kept by update-mode aggregation, each micro-batch's updated
 windows MERGEd into the table on the declaration's keys with Delta transaction ids (a replayed
-batch is skipped); its quarantine and quality results are marked appends
+batch is skipped); a join's batches are computed from its inputs' tables
+(:mod:`medallion.gold.joinbatch`) and MERGEd the same way; the quarantine and quality results are
+marked appends
 (:class:`medallion.sinks.delta.BatchAppends`). Closed windows (mode append, the only one Spark
 allows for sessions) are appended, also inside ``foreachBatch`` (where the quality gate runs),
 with the transaction id the streaming Delta sink itself used (query id, batch id), so a checkpoint
@@ -14,13 +16,13 @@ written by the sink carries on exactly once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.checkpoints import join_state_key_columns, plan_watermark_batch
+from medallion.checkpoints import plan_watermark_batch
 from medallion.config import Settings, Trigger, TriggerKind
 from medallion.gold.compile import (
     JoinTransform,
@@ -29,6 +31,7 @@ from medallion.gold.compile import (
     compile_join,
     latest_per_key,
 )
+from medallion.gold.joinbatch import JoinBatches, join_stream, retire_join_state
 from medallion.hadoopfs import path_exists
 from medallion.idle import DeltaInput, newest_table_version, skippable
 from medallion.layer import PlannedQuery, start_layer
@@ -49,7 +52,7 @@ from medallion.sinks.delta import (
 )
 from medallion.sinks.evolution import keep_declared_state, state_definition
 from medallion.sources.delta import read_table_stream
-from medallion.streaming import RunningQuery
+from medallion.streaming import RunningQuery, TableRun
 from medallion.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 
 log = logging.getLogger(__name__)
@@ -111,6 +114,8 @@ class UpsertWriter:
     quarantine_path: str | None = None
     latest_by: tuple[str, ...] = ()  # of several rows per key in a batch or the table, the greatest
     prune_by: str | None = None  # the key whose batch range bounds the MERGE's scan (window start)
+    # What the micro-batch becomes before it is written (a join's rows, from its inputs' tables).
+    compute: Callable[[DataFrame, int], DataFrame] | None = None
     appends: BatchAppends = field(default_factory=BatchAppends)  # quarantine, quality results
     _query_id: str | None = field(default=None, repr=False)
     _written: bool = field(default=False, repr=False)  # the table is known to hold rows
@@ -130,7 +135,8 @@ class UpsertWriter:
         # goes on exactly once; a named one for MERGEs.
         app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
-        updated = latest_per_key(batch, self.keys, self.latest_by).persist()
+        rows_of_batch = self.compute(batch, batch_id) if self.compute is not None else batch
+        updated = latest_per_key(rows_of_batch, self.keys, self.latest_by).persist()
         try:
             # The count and the MERGE's window range in one pass.
             measured = batch_range(updated, self.prune_by if self.keys else None)
@@ -196,11 +202,14 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
         return RunningQuery(spec.key, None, idle=True)
     for table in flow_tables(settings, gold):
         ensure_table(spark, *table)
-    # Every gold aggregation keeps windows or sessions in its state store.
-    state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=True,
+    join = gold.gold.join
+    # Every gold aggregation keeps windows or sessions in its state store; a join keeps none.
+    state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=join is None,
                              app_id=(lambda query_id: txn_app_id(spec.key, query_id))
                              if gold.merge_keys else None)
-    if state is not None and trigger.kind is not TriggerKind.ONCE:
+    if state is not None and join is not None:
+        retire_join_state(spark, spec.key, checkpoint)
+    if state is not None and join is None and trigger.kind is not TriggerKind.ONCE:
         # Windows a stopped run still owes (trigger once runs one batch: it owes none, and a
         # planned batch without data would take the place of its batch of new data).
         plan_watermark_batch(spark, spec.key, checkpoint, state)
@@ -209,32 +218,27 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     quarantine = quarantine_of(spec)
     streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
                for table in gold.inputs]
-    aggregated = _transform_for(spark, gold, checkpoint, state is not None)(*streams)
-    writer = aggregated.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
+    joined = (JoinBatches(spark, spec.key, checkpoint,
+                          (gold.inputs[0].path(settings), gold.inputs[-1].path(settings)),
+                          gold.pipeline, gold.gold) if join is not None else None)
+    streamed = (join_stream(gold.pipeline, gold.gold, *streams) if joined is not None
+                else gold.transform(*streams))
+    writer = streamed.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
                                 latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by,
-                                appends=BatchAppends.after(state, settings.s3))
-    # A stream-stream join emits each joined row once (Spark allows append only); its MERGE keeps
-    # the latest per key. An aggregation MERGEs the windows each batch updated.
-    mode = "update" if gold.merge_keys and gold.gold.join is None else "append"
+                                compute=joined, appends=BatchAppends.after(state, settings.s3))
+    # A join streams event times and computes its rows in the batch; its MERGE keeps the latest
+    # per key. An aggregation MERGEs the windows each batch updated.
+    mode = "update" if gold.merge_keys and join is None else "append"
     query = with_trigger(writer.outputMode(mode).foreachBatch(batch_writer), trigger).start()
+
+    def late_rows(run: TableRun) -> None:
+        if joined is not None:
+            run.late_rows_dropped += joined.late_dropped
+
     return RunningQuery(spec.key, query, rows_out=lambda: batch_writer.rows_out,
-                        cause=lambda: gate.failure if gate else None)
-
-
-def _transform_for(spark: SparkSession, gold: GoldFlow, checkpoint: str,
-                   resumed: bool) -> Transform | JoinTransform:
-    """The flow's transform, or, for a join whose state was written before its keys carried time
-    buckets (:func:`~medallion.gold.compile.compile_join`), the join on the equal keys alone."""
-    join = gold.gold.join
-    if join is None or not resumed:
-        return gold.transform
-    if join_state_key_columns(spark, gold.spec.key, checkpoint) == len(join.equal):
-        log.info("%s: the join's state keys are %s alone (written before the time buckets); "
-                 "kept", gold.spec.key, ", ".join(join.equal))
-        return compile_join(gold.pipeline, gold.gold, time_buckets=False)
-    return gold.transform
+                        extra=late_rows, cause=lambda: gate.failure if gate else None)
 
 
 def gold_waves(settings: Settings) -> list[tuple[GoldFlow, ...]]:

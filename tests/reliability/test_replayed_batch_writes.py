@@ -1,7 +1,8 @@
 """A batch whose run died between its writes is replayed without writing anything twice.
 
 A silver batch writes its metrics row, its quarantine rows and its quality results before its
-table; a gold batch writes its quality results before its MERGE. Those earlier writes are blind
+table; a gold batch writes its quality results before its own write (an append of its first rows,
+then MERGEs). Those earlier writes are blind
 appends marked with the batch (``medallion.sinks.delta.BatchAppends``): the replay of the batch
 finds the marks and skips them. Here a run dies right before the table's write (the write raises,
 as a killed process would stop there), on a real session and real Delta tables; the next run
@@ -82,10 +83,12 @@ def test_batches_replayed_after_their_first_writes_landed_write_each_row_once(
 
     _run(spark, settings, Layer.SILVER)  # replays the batch
     with monkeypatch.context() as patch:
+        # A gold table's first rows are appended, later ones MERGEd: both writes die.
         patch.setattr(gold_job, "upsert_batch", _dies)
+        patch.setattr(gold_job, "append_batch", _dies)
         with pytest.raises(Exception, match="gold/[a-z_0-9]+: RuntimeError: the run died right before"):
             _run(spark, settings, Layer.GOLD)
-    _run(spark, settings, Layer.GOLD)  # replays each MERGE table's batch
+    _run(spark, settings, Layer.GOLD)  # replays each table's batch
 
     assert snapshot(settings) == expected_tables
     assert _batch_records(spark, settings) == expected_records
