@@ -130,14 +130,28 @@ def _read_checked(spark: SparkSession, file: str) -> str:
         raise ValueError("its content does not match its checksum") from exc
 
 
+def log_entries(text: str, minimum: int = 0) -> list[Any]:
+    """The entries of one of Spark's streaming log files (a batch's offsets or commit, a file
+    source's log): a version line (``v1``), then one JSON value a line, ``-`` (None) for a source
+    with no offset yet. Spark writes no blank line, not even at the end, so one is damage (a
+    file cut short) as much as a line that is not JSON or fewer than ``minimum`` entries: each
+    raises ``ValueError``."""
+    lines = text.split("\n")
+    if not _VERSION_LINE.fullmatch(lines[0].strip()) or len(lines) - 1 < minimum:
+        raise ValueError(f"{len(lines) - 1} line(s) after the version line, "
+                         f"expected at least {minimum}")
+    return [None if line.strip() == "-" else json.loads(line) for line in lines[1:]]
+
+
+def read_log_file(spark: SparkSession, file: str) -> list[Any]:
+    """The entries of a streaming log file (see :func:`log_entries`)."""
+    return log_entries(read_text(spark, file))
+
+
 def _log_entries(spark: SparkSession, table: str, file: str, minimum: int) -> list[Any]:
     """The JSON entries of an offsets or commits file; a damaged one raises ``CheckpointError``."""
     try:
-        lines = _read_checked(spark, file).split("\n")
-        if not _VERSION_LINE.fullmatch(lines[0].strip()) or len(lines) - 1 < minimum:
-            raise ValueError(f"{len(lines) - 1} line(s) after the version line, "
-                             f"expected at least {minimum}")
-        return [None if line.strip() == "-" else json.loads(line) for line in lines[1:]]
+        return log_entries(_read_checked(spark, file), minimum)
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
         raise CheckpointError(
             table, f"checkpoint file {file} is damaged ({exc}); Spark cannot tell what that batch "
@@ -212,15 +226,10 @@ def check_state(spark: SparkSession, table: str, checkpoint: str, state: Checkpo
 
 
 def _has_version(spark: SparkSession, folder: str, version: int) -> bool:
-    """Whether a partition's state has ``version``: in its folder (one store), or in each of its
-    store folders (a stream-stream join keeps four: ``left-keyToNumValues``, ...)."""
-    names = folder_names(spark, folder)
-    if any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES) for name in names):
-        return True
-    stores = [name for name in names if name.startswith(("left-", "right-"))]
-    return bool(stores) and all(
-        any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES)
-            for name in folder_names(spark, f"{folder}/{store}")) for store in stores)
+    """Whether a partition's state store has ``version`` (the engine's stateful queries, its
+    aggregations, keep one store a partition; its join keeps no state)."""
+    return any(name.startswith(f"{version}.") and name.endswith(_STATE_SUFFIXES)
+               for name in folder_names(spark, folder))
 
 
 def check_not_behind(table: str, checkpoint: str, table_path: str, state: CheckpointState,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 import logging
 import os
 import re
@@ -37,15 +36,15 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
-from medallion.checkpoints import batch_numbers
+from medallion.checkpoints import batch_numbers, read_log_file
 from medallion.config import S3Settings, Trigger, TriggerKind
-from medallion.hadoopfs import folder_names, hadoop_path, is_checksum_file, path_exists, read_text
+from medallion.hadoopfs import folder_names, hadoop_path, is_checksum_file, path_exists
 from medallion.s3 import is_s3, parse_s3, s3_client
+from medallion.sources.delta import between_versions, version_read
 
 log = logging.getLogger(__name__)
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
-_BASE_INDEX = -1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -68,14 +67,6 @@ class FolderInput:
 StreamInput = DeltaInput | FolderInput
 
 
-def _entries(text: str) -> list[dict]:
-    """The JSON lines after a Spark log file's version line."""
-    lines = text.split("\n")
-    if not re.fullmatch(r"v\d+", lines[0].strip()):
-        raise ValueError(f"unexpected first line {lines[0][:40]!r}")
-    return [json.loads(line) for line in lines[1:] if line.strip()]
-
-
 def newest_table_version(spark: SparkSession, path: str) -> int:
     """The newest commit of the Delta table at ``path`` (-1: none), from its log's file names."""
     return max((int(m.group(1)) for name in folder_names(spark, f"{path}/_delta_log")
@@ -83,9 +74,9 @@ def newest_table_version(spark: SparkSession, path: str) -> int:
 
 
 def _delta_caught_up(spark: SparkSession, source: DeltaInput, offset: dict) -> bool:
-    if offset.get("isStartingVersion") is not False or offset.get("index") != _BASE_INDEX:
+    if not between_versions(offset):
         return False  # reading the table's first snapshot, or stopped inside a version
-    return newest_table_version(spark, source.path) < int(offset["reservoirVersion"])
+    return newest_table_version(spark, source.path) <= version_read(offset)
 
 
 def location(uri: str) -> tuple[str, str]:
@@ -239,7 +230,7 @@ class FolderLook:
                 f"{self._log}/{batch}" for batch in range(compacted + 1, upto + 1)]
             for log_file in logs:
                 files.update({location(entry["path"]): int(entry.get("timestamp") or 0)
-                              for entry in _entries(read_text(self._spark, log_file))})
+                              for entry in read_log_file(self._spark, log_file)})
             self._logged[upto] = files
         return self._logged[upto]
 
@@ -260,7 +251,7 @@ def file_source_log_batch(spark: SparkSession, checkpoint: str, batch: int) -> i
     from the batch's offsets (-1: before any, for ``batch`` -1). A file source reading alone."""
     if batch < 0:
         return -1
-    return int(_entries(read_text(spark, f"{checkpoint}/offsets/{batch}"))[1]["logOffset"])
+    return int(read_log_file(spark, f"{checkpoint}/offsets/{batch}")[1]["logOffset"])
 
 
 def nothing_new(spark: SparkSession, checkpoint: str,
@@ -277,8 +268,8 @@ def nothing_new(spark: SparkSession, checkpoint: str,
         committed = (batch_numbers(folder_names(spark, f"{checkpoint}/commits")) or [-1])[-1]
         if planned < 0 or planned != committed:
             return False
-        offsets = _entries(read_text(spark, f"{checkpoint}/offsets/{planned}"))
-        commit = _entries(read_text(spark, f"{checkpoint}/commits/{committed}"))
+        offsets = read_log_file(spark, f"{checkpoint}/offsets/{planned}")
+        commit = read_log_file(spark, f"{checkpoint}/commits/{committed}")
         if len(offsets) != 1 + len(inputs) or not commit:  # the batch's metadata, then offsets
             return False
         if offsets[0].get("batchWatermarkMs") != commit[0].get("nextBatchWatermarkMs"):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from medallion.checkpoints import read_log_file
 from medallion.durations import parse_duration_seconds
 from medallion.gold.compile import (
     JOIN_LEFT_TIME,
@@ -39,6 +40,7 @@ from medallion.gold.compile import (
 )
 from medallion.hadoopfs import delete_path, path_exists, read_text, rename_path, write_text
 from medallion.pipeline.model import GoldSpec, JoinKind, PipelineSpec
+from medallion.sources.delta import version_read
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +94,7 @@ def clock_file(checkpoint: str, batch: int) -> str:
 
 def _offsets(spark: SparkSession, checkpoint: str, batch: int) -> list[dict | None]:
     """A batch's offsets file: its metadata, then each source's end offset (None: ``-``)."""
-    lines = read_text(spark, f"{checkpoint}/offsets/{batch}").split("\n")
-    return [None if line.strip() == "-" else json.loads(line) for line in lines[1:] if line.strip()]
+    return read_log_file(spark, f"{checkpoint}/offsets/{batch}")
 
 
 def clock_before(spark: SparkSession, table: str, checkpoint: str, batch: int) -> JoinClock:
@@ -128,13 +129,6 @@ def retire_join_state(spark: SparkSession, table: str, checkpoint: str) -> None:
         raise OSError(f"{table}: could not move {state} to {retired}")
     log.info("%s: the state of Spark's stream-stream join in %s is no longer used; kept in %s",
              table, checkpoint, retired)
-
-
-def read_version(offset: dict) -> int:
-    """The version of its table a Delta source's end offset has read up to and including: index
-    -1 stands before the version it names."""
-    version = int(offset["reservoirVersion"])
-    return version - 1 if int(offset["index"]) == -1 else version
 
 
 def _as_of(spark: SparkSession, path: str, version: int) -> DataFrame:
@@ -188,8 +182,8 @@ class JoinBatches:
 
         sources = _offsets(self.spark, self.checkpoint, batch_id)[1:]
         left_time, right_time = self._times
-        left = _as_of(self.spark, self.paths[0], read_version(_source(sources, 0)))
-        right = _as_of(self.spark, self.paths[1], read_version(_source(sources, 1)))
+        left = _as_of(self.spark, self.paths[0], version_read(_source(sources, 0)))
+        right = _as_of(self.spark, self.paths[1], version_read(_source(sources, 1)))
         if watermark is not None:  # what can still match: open left rows, and what they reach
             left = left.where(F.col(left_time) > _at(watermark))
             right = right.where(F.col(right_time) > _at(watermark - self._within_ms))

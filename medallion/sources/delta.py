@@ -1,8 +1,16 @@
-"""Streaming and batch readers of the lakehouse's Delta tables."""
+"""Streaming and batch readers of the lakehouse's Delta tables, and what a Delta source's offset
+in a checkpoint says it has read."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pyspark.sql import DataFrame, SparkSession
+
+# A Delta source's offset names a version and a file index inside it; this index stands before
+# the version's first file, so the offset has read all of the version before and none of its own.
+BASE_INDEX = -1
 
 
 def read_table_stream(spark: SparkSession, path: str, max_files_per_trigger: int) -> DataFrame:
@@ -17,3 +25,15 @@ def read_table_stream(spark: SparkSession, path: str, max_files_per_trigger: int
 def read_table(spark: SparkSession, path: str) -> DataFrame:
     """The current snapshot of a Delta table."""
     return spark.read.format("delta").load(path)
+
+
+def version_read(offset: Mapping[str, Any]) -> int:
+    """The newest version of its table a Delta source's end offset has read all of (-1: none)."""
+    version = int(offset["reservoirVersion"])
+    return version - 1 if int(offset["index"]) == BASE_INDEX else version
+
+
+def between_versions(offset: Mapping[str, Any]) -> bool:
+    """Whether a Delta source's end offset stands between two versions of its table, past the
+    first snapshot it reads (not inside a version's files, not reading that snapshot)."""
+    return offset.get("isStartingVersion") is False and offset.get("index") == BASE_INDEX

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.gold.joinbatch import JoinClock, read_version
+from medallion.gold.joinbatch import JoinClock
 
 MINUTE = 60_000
 DELAY = 10 * MINUTE
@@ -42,11 +42,3 @@ def test_the_clock_is_written_and_read_back() -> None:
 def test_a_damaged_clock_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         JoinClock.from_json(text)
-
-
-def test_the_version_an_end_offset_has_read() -> None:
-    # index -1 stands before its version: everything of the versions before it was read
-    assert read_version({"reservoirVersion": 5, "index": -1, "isStartingVersion": False}) == 4
-    # inside a version (a rate-limited batch), or the first snapshot at that version
-    assert read_version({"reservoirVersion": 5, "index": 3, "isStartingVersion": False}) == 5
-    assert read_version({"reservoirVersion": 2, "index": 7, "isStartingVersion": True}) == 2
