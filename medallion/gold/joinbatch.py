@@ -40,7 +40,7 @@ from medallion.gold.compile import (
 )
 from medallion.hadoopfs import delete_path, path_exists, read_text, rename_path, write_text
 from medallion.pipeline.model import GoldSpec, JoinKind, PipelineSpec
-from medallion.sources.delta import version_read
+from medallion.sources.delta import read_table, version_read
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +92,11 @@ def clock_file(checkpoint: str, batch: int) -> str:
     return f"{checkpoint}/join_clock/{batch}"
 
 
-def _offsets(spark: SparkSession, checkpoint: str, batch: int) -> list[dict | None]:
-    """A batch's offsets file: its metadata, then each source's end offset (None: ``-``)."""
-    return read_log_file(spark, f"{checkpoint}/offsets/{batch}")
-
-
-def clock_before(spark: SparkSession, table: str, checkpoint: str, batch: int) -> JoinClock:
+def clock_before(spark: SparkSession, table: str, checkpoint: str, batch: int,
+                 metadata: dict | None) -> JoinClock:
     """The clock batch ``batch`` starts from: the one its previous batch left; without one (the
-    first batch, or a checkpoint of the earlier engine's join) the watermark of its offsets."""
+    first batch, or a checkpoint of the earlier engine's join) the watermark in ``metadata``, the
+    first entry of the batch's offsets."""
     previous = clock_file(checkpoint, batch - 1)
     if batch > 0 and path_exists(spark, previous):
         try:
@@ -107,8 +104,7 @@ def clock_before(spark: SparkSession, table: str, checkpoint: str, batch: int) -
         except ValueError as exc:
             log.warning("%s: the join's clock %s cannot be read (%s); batch %d starts from its "
                         "offsets' watermark", table, previous, exc, batch)
-    metadata = _offsets(spark, checkpoint, batch)[0] or {}
-    watermark = metadata.get("batchWatermarkMs")
+    watermark = (metadata or {}).get("batchWatermarkMs")
     return JoinClock(watermark=watermark if isinstance(watermark, int) and watermark > 0 else None)
 
 
@@ -129,10 +125,6 @@ def retire_join_state(spark: SparkSession, table: str, checkpoint: str) -> None:
         raise OSError(f"{table}: could not move {state} to {retired}")
     log.info("%s: the state of Spark's stream-stream join in %s is no longer used; kept in %s",
              table, checkpoint, retired)
-
-
-def _as_of(spark: SparkSession, path: str, version: int) -> DataFrame:
-    return spark.read.format("delta").option("versionAsOf", max(version, 0)).load(path)
 
 
 def _at(millis: int) -> F.Column:
@@ -165,7 +157,9 @@ class JoinBatches:
         self._outer = join.kind is JoinKind.LEFT_OUTER
 
     def __call__(self, batch: DataFrame, batch_id: int) -> DataFrame:
-        clock = clock_before(self.spark, self.table, self.checkpoint, batch_id)
+        # The batch's offsets: its metadata, then each source's end offset (None: ``-``).
+        offsets = read_log_file(self.spark, f"{self.checkpoint}/offsets/{batch_id}")
+        clock = clock_before(self.spark, self.table, self.checkpoint, batch_id, offsets[0])
         watermark = clock.watermark
         late = F.col(TIME) <= _at(watermark) if watermark is not None else F.lit(False)
         sides = {row[SIDE]: row for row in batch.groupBy(SIDE).agg(
@@ -180,10 +174,11 @@ class JoinBatches:
                      self.table, batch_id, late_left)
         self.late_dropped += late_left
 
-        sources = _offsets(self.spark, self.checkpoint, batch_id)[1:]
+        sources = offsets[1:]
         left_time, right_time = self._times
-        left = _as_of(self.spark, self.paths[0], version_read(_source(sources, 0)))
-        right = _as_of(self.spark, self.paths[1], version_read(_source(sources, 1)))
+        # As of the versions the offsets name (version 0, the empty table, when none was read).
+        left = read_table(self.spark, self.paths[0], max(version_read(_source(sources, 0)), 0))
+        right = read_table(self.spark, self.paths[1], max(version_read(_source(sources, 1)), 0))
         if watermark is not None:  # what can still match: open left rows, and what they reach
             left = left.where(F.col(left_time) > _at(watermark))
             right = right.where(F.col(right_time) > _at(watermark - self._within_ms))

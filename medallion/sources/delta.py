@@ -22,9 +22,12 @@ def read_table_stream(spark: SparkSession, path: str, max_files_per_trigger: int
     )
 
 
-def read_table(spark: SparkSession, path: str) -> DataFrame:
-    """The current snapshot of a Delta table."""
-    return spark.read.format("delta").load(path)
+def read_table(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+    """The current snapshot of a Delta table, or the one as of ``version``."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path)
 
 
 def version_read(offset: Mapping[str, Any]) -> int:
