@@ -52,7 +52,7 @@ from medallion.sinks.delta import (
 )
 from medallion.sinks.evolution import keep_declared_state, state_definition
 from medallion.sources.delta import read_table_stream
-from medallion.streaming import RunningQuery, TableRun
+from medallion.streaming import RunningQuery, TableRun, cache_batch
 from medallion.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class UpsertWriter:
         app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
         rows_of_batch = self.compute(batch, batch_id) if self.compute is not None else batch
-        updated = latest_per_key(rows_of_batch, self.keys, self.latest_by).persist()
+        updated = cache_batch(latest_per_key(rows_of_batch, self.keys, self.latest_by))
         try:
             # The count and the MERGE's window range in one pass.
             measured = batch_range(updated, self.prune_by if self.keys else None)

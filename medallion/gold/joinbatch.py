@@ -176,9 +176,11 @@ class JoinBatches:
 
         sources = offsets[1:]
         left_time, right_time = self._times
-        # As of the versions the offsets name (version 0, the empty table, when none was read).
-        left = read_table(self.spark, self.paths[0], max(version_read(_source(sources, 0)), 0))
-        right = read_table(self.spark, self.paths[1], max(version_read(_source(sources, 1)), 0))
+        # As of the versions the offsets name (version 0, the empty table, when none was read),
+        # in the session Spark runs the query's batches in, as the batch's other frames are.
+        session = batch.sparkSession
+        left = read_table(session, self.paths[0], max(version_read(_source(sources, 0)), 0))
+        right = read_table(session, self.paths[1], max(version_read(_source(sources, 1)), 0))
         if watermark is not None:  # what can still match: open left rows, and what they reach
             left = left.where(F.col(left_time) > _at(watermark))
             right = right.where(F.col(right_time) > _at(watermark - self._within_ms))

@@ -42,7 +42,7 @@ from medallion.sinks.delta import (
     with_trigger,
 )
 from medallion.sources.delta import read_table, read_table_stream
-from medallion.streaming import RunningQuery, TableRun
+from medallion.streaming import RunningQuery, TableRun, cache_batch
 from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 
 log = logging.getLogger(__name__)
@@ -138,14 +138,14 @@ class SilverBatchWriter:
             log.warning("%s batch %d: already written (its commit in the checkpoint was lost); "
                         "skipped", table.key, batch_id)
             return
-        parsed = batch.transform(compiled.parse).persist()
+        parsed = cache_batch(batch.transform(compiled.parse))
         try:
             # The counts and the valid rows' event times in one pass, which fills the cache.
             counts = batch_counts(parsed, flow.silver.event_time if compiled.bounded_lookup else None)
             rows_in, quarantined = counts.rows_in, counts.quarantined
             if rows_in == 0:
                 return
-            new_rows = self._new_rows(spark, parsed, counts.reach).persist()
+            new_rows = cache_batch(self._new_rows(spark, parsed, counts.reach))
             try:
                 query_id = self.query_id(spark)
                 to_table, to_quarantine = new_rows, parsed.transform(compiled.quarantined)
