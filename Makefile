@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/python -m medallion.warmup
+	$(BIN)/python -m medallion.spark.warmup
 	infra/kafka/broker.sh fetch
 	touch $(STAMP)
 
@@ -86,7 +86,7 @@ kafka-demo: setup ## publish sample events to the local broker and run them to g
 S3PROXY_STAMP := infra/s3proxy/lib/.resolved
 ENV ?= dev
 
-# A Maven repository of its own: nothing lands in ~/.m2 (medallion/ivysettings.xml says why).
+# A Maven repository of its own: nothing lands in ~/.m2 (medallion/spark/ivysettings.xml says why).
 $(S3PROXY_STAMP): infra/s3proxy/pom.xml
 	rm -rf infra/s3proxy/lib
 	mvn -q -B -f infra/s3proxy/pom.xml -Dmaven.repo.local=$(CURDIR)/infra/s3proxy/.m2 package
@@ -95,7 +95,7 @@ $(S3PROXY_STAMP): infra/s3proxy/pom.xml
 s3proxy: $(S3PROXY_STAMP) ## fetch S3Proxy (the tests' S3-compatible server) from Maven Central
 
 s3-server: setup s3proxy ## serve $(DATA)/s3 over S3 on 127.0.0.1 (export AWS_ACCESS_KEY_ID/SECRET first)
-	$(BIN)/python -m medallion.infra.s3proxy --data $(DATA)/s3
+	$(BIN)/python -m medallion.ops.infra.s3proxy --data $(DATA)/s3
 
 # The buckets come from conf/$(ENV).yaml, not from the local MEDALLION_* paths exported above.
 infra-plan: setup ## dry run: print what infra-apply would change for ENV (make infra-plan ENV=dev)
@@ -118,7 +118,7 @@ report: setup ## write data/report.html from the lakehouse's monitoring tables
 
 report-check: setup chromium ## render the report in headless chromium and take a screenshot
 	$(BIN)/medallion report --output $(DATA)/report.html
-	$(BIN)/python -m medallion.report_check $(DATA)/report.html $(DATA)/report.png
+	$(BIN)/python -m medallion.ops.report_check $(DATA)/report.html $(DATA)/report.png
 
 clean: ## remove generated data (not .venv)
 	rm -rf $(DATA) spark-warehouse metastore_db derby.log

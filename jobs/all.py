@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from medallion.cli import main as cli_main
+from medallion.cli.main import main as cli_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:

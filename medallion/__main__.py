@@ -1,5 +1,5 @@
 """``python -m medallion``: the same as the ``medallion`` command."""
 
-from medallion.cli import entry_point
+from medallion.cli.main import entry_point
 
 entry_point()

@@ -39,7 +39,7 @@ class InputRefused(JobError):
 
 class DeclarationChanged(InputRefused):
     """A table, or its query's state, was made by another declaration than the run's, in a way it
-    cannot carry on from (:mod:`medallion.sinks.evolution`)."""
+    cannot carry on from (:mod:`medallion.io.sinks.evolution`)."""
 
     note = "its declaration changed"
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, load_settings
-from medallion.spark import build_session
+from medallion.spark.session import build_session
 from tests.kafka_broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ the tables through them; nothing in the engine knows them.
 
 from __future__ import annotations
 
-from medallion.tables import ENGINE_TABLES, TableSpec
+from medallion.io.tables import ENGINE_TABLES, TableSpec
 
 AMOUNT_TYPE = "DECIMAL(18,4)"
 TOTAL_TYPE = "DECIMAL(28,4)"  # what Spark's sum() of AMOUNT_TYPE returns

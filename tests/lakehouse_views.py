@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings
-from medallion.tables import SILVER_BATCH_METRICS, TableSpec
+from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
 from tests.events_tables import (
     BRONZE_EVENTS,
     GOLD_EVENT_COUNTS_5M,

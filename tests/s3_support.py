@@ -20,8 +20,8 @@ import yaml
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, load_settings
-from medallion.infra.s3proxy import S3ProxyServer
-from medallion.s3 import s3_client
+from medallion.io.s3 import s3_client
+from medallion.ops.infra.s3proxy import S3ProxyServer
 from tests.conf_support import copy_base_conf
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,7 +125,7 @@ SAMPLE = {"events": 300, "files": 2, "users": 20, "burst": "s3", "seed": 11}
 
 def write_sample(folder: Path) -> list[Path]:
     """The tiny sample landing zone used by the S3 pipeline tests (events and customers)."""
-    from medallion.generate import GenerateSpec, generate_landing
+    from medallion.samples.generate import GenerateSpec, generate_landing
 
     return generate_landing(folder, GenerateSpec(**SAMPLE))  # type: ignore[arg-type]
 
@@ -141,7 +141,7 @@ def table_rows(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from medallion.tables import RUN_RECORDS
+    from medallion.io.tables import RUN_RECORDS
     from tests.events_tables import ALL_TABLES
 
     varying = ("ingested_at", "recorded_at", "query_id", "run_id", "validated_at", "result_json")
@@ -162,7 +162,7 @@ def local_reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactor
                     ) -> tuple[list[Path], dict[str, list[tuple[Any, ...]]]]:
     """The sample's files, and the tables one clean run on the local file system produces."""
     from medallion.config import Trigger
-    from medallion.runner import Layer, run_pipeline
+    from medallion.engine.runner import Layer, run_pipeline
 
     root = tmp_path_factory.mktemp("local-reference")
     settings = load_settings(env="local", conf_dir=REPO / "conf", landing=str(root / "landing"),

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 _SCRIPT = f"""
 import json, os, sys
-from medallion.cli import main
+from medallion.cli.main import main
 status = main(sys.argv[1:])
 spark = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'delta'))
 children = []

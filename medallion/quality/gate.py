@@ -8,7 +8,7 @@ split the batch into the rows that move on and the rows for the table's quaranti
 recorded only.
 
 Results are appended marked with the writer's app id and the batch id
-(:class:`medallion.sinks.delta.BatchAppends`), so a replay after a crash records nothing twice; a
+(:class:`medallion.io.sinks.delta.BatchAppends`), so a replay after a crash records nothing twice; a
 batch that fails is recorded under an app id of its own run, so each failed attempt is visible
 once, beside the eventual pass.
 """
@@ -24,11 +24,11 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from medallion.io.sinks.delta import BatchAppends
+from medallion.io.tables import TableSpec
 from medallion.quality.evaluate import BatchEvaluation, evaluate_batch, load_great_expectations
 from medallion.quality.results import record_results
 from medallion.quality.spec import ExpectationSpec
-from medallion.sinks.delta import BatchAppends
-from medallion.tables import TableSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The results of the gates, written to ``<lakehouse>/quality/results`` by the jobs
-(delta-rs, from the driver: :func:`medallion.sinks.delta.append_rows`).
+(delta-rs, from the driver: :func:`medallion.io.sinks.delta.append_rows`).
 
 One row per expectation per checked micro-batch: run, batch, table, expectation, severity,
 success, unexpected count, observed value, the GX result as JSON, and when. Analysts query it as
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from medallion.sinks.delta import BatchAppends
-from medallion.tables import QUALITY_RESULTS
+from medallion.io.sinks.delta import BatchAppends
+from medallion.io.tables import QUALITY_RESULTS
 
 if TYPE_CHECKING:
     from medallion.quality.evaluate import CheckResult

@@ -41,7 +41,7 @@ from medallion.pipeline.model import (
     ExpectationSpec,
     Severity,
 )
-from medallion.usercache import cache_folder
+from medallion.spark.usercache import cache_folder
 
 if TYPE_CHECKING:
     from medallion.config import Settings

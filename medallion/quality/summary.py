@@ -26,8 +26,8 @@ DOCS_COLUMNS = ("table", "run_id", "batch_id", "validated_at", "expectation", "s
 def read_results(settings: Settings, columns: Sequence[str] = SUMMARY_COLUMNS,
                  table: str | None = None) -> list[Row] | None:
     """The results table's rows (only ``columns``; only ``table``'s if given); None if none yet."""
-    from medallion.deltaread import DeltaReader, read_rows
-    from medallion.tables import QUALITY_RESULTS
+    from medallion.io.deltaread import DeltaReader, read_rows
+    from medallion.io.tables import QUALITY_RESULTS
 
     opened = DeltaReader(settings).open(QUALITY_RESULTS.path(settings), QUALITY_RESULTS.key)
     if opened is None:

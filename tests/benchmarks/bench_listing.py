@@ -5,7 +5,7 @@
 Lands ``--files`` small files in a local folder and under a prefix of a real S3-compatible server
 (S3Proxy on loopback), then lists each ``--repeats`` times, alternating: through Hadoop's
 ``FileSystem`` in the session's JVM, file by file across the Py4J bridge (how the product listed
-both before), and with :func:`medallion.idle.files_under` (Python's ``os.walk`` for a local folder,
+both before), and with :func:`medallion.engine.idle.files_under` (Python's ``os.walk`` for a local folder,
 boto3's ``list_objects_v2`` for S3). Prints each wall time, the ratio of the best of each, and the
 load average. Measured, not asserted: results go to stdout and to
 ``bench-results/listing-<files>.json``.
@@ -27,11 +27,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, load_settings
-from medallion.hadoopfs import hadoop_path
-from medallion.idle import files_under
-from medallion.infra.s3proxy import S3ProxyServer
-from medallion.s3 import s3_client
-from medallion.spark import build_session
+from medallion.engine.idle import files_under
+from medallion.io.hadoopfs import hadoop_path
+from medallion.io.s3 import s3_client
+from medallion.ops.infra.s3proxy import S3ProxyServer
+from medallion.spark.session import build_session
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]

@@ -63,16 +63,16 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
-from medallion.catalog import record_run_creations
 from medallion.config import Metastore, Settings, Trigger, load_settings
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.gold.job import gold_flows, start_flow
-from medallion.hadoopfs import delete_path
+from medallion.engine.gold.job import gold_flows, start_flow
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import TableRun, await_all
+from medallion.io.catalog import record_run_creations
+from medallion.io.hadoopfs import delete_path
 from medallion.quality.evaluate import load_great_expectations
 from medallion.quality.spec import check_expectations
-from medallion.runner import Layer, run_pipeline
-from medallion.spark import build_session
-from medallion.streaming import TableRun, await_all
+from medallion.samples.generate import GenerateSpec, generate_landing
+from medallion.spark.session import build_session
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 
 T = TypeVar("T")
@@ -170,7 +170,7 @@ def baseline_gold(spark: SparkSession, settings: Settings, out: str) -> None:
 def time_status(settings: Settings) -> float:
     """Wall seconds of ``medallion status`` on the benchmark's lakehouse, as a user runs it."""
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "medallion.cli", "status", "--landing",
+    subprocess.run([sys.executable, "-m", "medallion.cli.main", "status", "--landing",
                     settings.paths.landing, "--lakehouse", settings.paths.lakehouse],
                    check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - began
@@ -186,7 +186,7 @@ def time_idle_run(settings: Settings) -> dict[str, float]:
     it, split by its log: session start (JVM and session), catalog, layers, and the rest
     (monitoring's record and the JVM's exit)."""
     began = time.time()
-    done = subprocess.run([sys.executable, "-m", "medallion.cli", "-v", "run", "all", "--landing",
+    done = subprocess.run([sys.executable, "-m", "medallion.cli.main", "-v", "run", "all", "--landing",
                            settings.paths.landing, "--lakehouse", settings.paths.lakehouse],
                           check=True, capture_output=True, text=True)
     ended = time.time()
@@ -265,7 +265,7 @@ def time_end_to_end(tmp: str, rounds: int) -> list[dict[str, float]]:
         for name, command in (
                 ("handwritten", [sys.executable, "-m", "tests.benchmarks.bench_pipeline",
                                  "--handwritten-of", tmp]),
-                ("medallion", [sys.executable, "-m", "medallion.cli", "--landing",
+                ("medallion", [sys.executable, "-m", "medallion.cli.main", "--landing",
                                f"{tmp}/landing", "--lakehouse", f"{tmp}/end-to-end-{round_}",
                                "run", "all"])):
             began = time.perf_counter()

@@ -29,12 +29,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config import Settings, Trigger, load_settings
-from medallion.generate import GenerateSpec, generate_landing
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import SILVER_BATCH_METRICS
 from medallion.quality.evaluate import evaluate_batch
 from medallion.quality.spec import build_expectation, check_expectations
-from medallion.runner import Layer, run_pipeline
-from medallion.spark import build_session
-from medallion.tables import SILVER_BATCH_METRICS
+from medallion.samples.generate import GenerateSpec, generate_landing
+from medallion.spark.session import build_session
 from tests.events_tables import BRONZE_CUSTOMERS, BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 log = logging.getLogger("bench_quality")

@@ -27,9 +27,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion import thrift
 from medallion.config import Settings, Trigger
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.serving import thrift
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 from tests.spark_free import run_without_spark
@@ -161,7 +161,7 @@ def test_comments_from_configuration_reach_the_catalog_and_the_delta_log(
 
 def test_gold_view_rolls_the_5_minute_counts_up_per_day(
         spark: SparkSession, lakehouse: Lakehouse) -> None:
-    from medallion.catalog import prepare_catalog
+    from medallion.io.catalog import prepare_catalog
 
     prepare_catalog(spark, lakehouse.settings)
     rows = spark.sql("SELECT CAST(day AS STRING), event_type, event_count, total_amount "
@@ -227,7 +227,7 @@ def _cli(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess[str]:
     settings = lakehouse.settings
     env = {**os.environ, "MEDALLION_CONF_DIR": str(REPO / "conf"), "SPARK_LOCAL_IP": "127.0.0.1"}
     return subprocess.run(
-        [sys.executable, "-m", "medallion.cli", *args, "--landing", settings.paths.landing,
+        [sys.executable, "-m", "medallion.cli.main", *args, "--landing", settings.paths.landing,
          "--lakehouse", settings.paths.lakehouse],
         cwd=lakehouse.root, env=env, capture_output=True, text=True, timeout=600)
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from medallion.generate import GenerateSpec, generate_landing
+from medallion.samples.generate import GenerateSpec, generate_landing
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.cli import main
+from medallion.cli.main import main
 
 
 def test_generate_then_run_bronze_prints_a_summary(

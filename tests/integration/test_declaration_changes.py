@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.cli import main
+from medallion.cli.main import main
 from medallion.config import Settings, Trigger, load_settings
-from medallion.runner import Layer, RunIncomplete, run_pipeline
+from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
@@ -142,7 +142,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     # nothing, and analysts read it as if it were kept up to date).
     pipeline.write_text(original[:original.index("  store_sessions:\n")], encoding="utf-8")
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="medallion.runner"):
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.runner"):
         runs = run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(),
                             monitor=False)
     assert "gold/store_sessions" not in {run.table for run in runs}

@@ -9,10 +9,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Trigger, load_settings
+from medallion.engine.runner import Layer, run_pipeline
 from medallion.errors import JobError
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import RUN_OUTCOMES
+from medallion.io.tables import RUN_OUTCOMES
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 
 NOTES = """

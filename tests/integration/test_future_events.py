@@ -10,8 +10,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.generate import write_atomically
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.generate import write_atomically
 from tests.events_tables import SILVER_QUARANTINE
 
 NOW = Trigger.parse("available-now")

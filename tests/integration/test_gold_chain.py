@@ -17,10 +17,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.backfill import BackfillError, plan_backfill
 from medallion.config import Trigger, load_settings
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import TableSpec
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import TableSpec
+from medallion.ops.backfill import BackfillError, plan_backfill
 from tests.conf_support import copy_base_conf
 
 TAPS = """

@@ -1,6 +1,6 @@
 """A run with nothing new starts no query and writes nothing; anything pending makes it start.
 
-``medallion.idle`` decides from checkpoint files and the input's listing; each case here is
+``medallion.engine.idle`` decides from checkpoint files and the input's listing; each case here is
 checked against what Spark then does (a run that finds work processes rows).
 """
 
@@ -15,10 +15,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.gold.job import gold_flows
-from medallion.idle import DeltaInput, FolderInput, FolderLook, nothing_new, skippable
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.gold.job import gold_flows
+from medallion.engine.idle import DeltaInput, FolderInput, FolderLook, nothing_new, skippable
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 
 
@@ -138,7 +138,7 @@ def test_a_landing_zone_that_does_not_exist_is_warned_of(
     """A landing path given wrong (a typo in --landing) gave a summary of zeros at every run and
     no word: one source's folder may be missing before its first data, the whole zone not."""
     assert not Path(settings.paths.landing).exists()
-    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
         runs = run_pipeline(spark, settings, Layer.BRONZE, Trigger())
     assert all(run.batches == 0 for run in runs)
     assert [r.getMessage() for r in caplog.records] == [
@@ -147,6 +147,6 @@ def test_a_landing_zone_that_does_not_exist_is_warned_of(
         "$MEDALLION_LANDING)"]
     caplog.clear()
     (Path(settings.paths.landing) / "events").mkdir(parents=True)  # the zone, no data yet
-    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
         run_pipeline(spark, settings, Layer.BRONZE, Trigger())
     assert caplog.records == []

@@ -20,7 +20,7 @@ from tests.conftest import REPO
 SCRIPT = """
 import json, os, sys, threading
 from pyspark import SparkContext
-import medallion.spark as spark_module
+import medallion.spark.session as spark_module
 
 launches = []
 launch = spark_module._launch_jvm
@@ -31,7 +31,7 @@ def recorded(*args, **kwargs):
                      "pid": SparkContext._gateway.proc.pid})
 
 spark_module._launch_jvm = recorded
-from medallion.cli import main
+from medallion.cli.main import main
 
 status = main(sys.argv[1:])
 print(json.dumps({

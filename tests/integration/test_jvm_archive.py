@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from medallion.jvm_archive import ARCHIVE_ENV
+from medallion.spark.jvm_archive import ARCHIVE_ENV
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
@@ -22,7 +22,7 @@ def sql(conf: Path, root: Path, archives: Path, class_log: Path) -> subprocess.C
         # where each class came from: a jar, or the archive's "shared objects file (top)"
         "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={class_log}"}}}))
     return subprocess.run(
-        [sys.executable, "-m", "medallion.cli", "--conf-dir", str(conf), "--landing",
+        [sys.executable, "-m", "medallion.cli.main", "--conf-dir", str(conf), "--landing",
          str(root / "landing"), "--lakehouse", str(root / "lakehouse"), "sql", "--format", "json",
          "SELECT count(*) AS n FROM range(1000)"],
         cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from medallion.config import load_settings
-from medallion.spark import IVY_HOME_ENV, jvm_packages, resolved_jars
+from medallion.spark.session import IVY_HOME_ENV, jvm_packages, resolved_jars
 from tests.conftest import REPO
 
 SLF4J = "org/slf4j/slf4j-api/2.0.16"
@@ -41,7 +41,7 @@ def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poiso
     # Every JVM (Spark's Ivy included) takes this as the user's home: ~/.m2 and ~/.ivy2.5.2 are
     # the ones made above, so nothing cached on this machine can help.
     env["JAVA_TOOL_OPTIONS"] = f"-Duser.home={home}"
-    done = subprocess.run([sys.executable, "-m", "medallion.warmup"], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "medallion.spark.warmup"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

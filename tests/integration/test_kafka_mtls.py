@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from medallion.config import ConfigError, Settings, Trigger, load_settings
-from medallion.produce import ProduceError, producer_config, send_lines
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.produce import ProduceError, producer_config, send_lines
 from tests.events_tables import BRONZE_EVENTS_KAFKA
 from tests.kafka_broker import Broker
 from tests.s3_support import write_overlay

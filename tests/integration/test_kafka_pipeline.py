@@ -17,9 +17,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import KafkaPublish, Settings
-from medallion.produce import producer_config, send_lines
-from medallion.runner import Layer, run_pipeline
-from medallion.streaming import TableRun
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import TableRun
+from medallion.samples.produce import producer_config, send_lines
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker, with_kafka_topics
 
@@ -218,8 +218,8 @@ def test_topic_to_gold_and_back_to_topics(spark: SparkSession, kafka_broker: Bro
 
 def test_produce_command_publishes_the_generated_lines(kafka_broker: Broker,
                                                        tmp_path: Path) -> None:
-    from medallion.cli import main
-    from medallion.generate import GenerateSpec, generate_event_lines
+    from medallion.cli.main import main
+    from medallion.samples.generate import GenerateSpec, generate_event_lines
 
     topic = "it.produce"
     kafka_broker.create_topic(topic, 1)

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.backfill import backfill_gold, full_refresh, plan_backfill
 from medallion.config import KafkaPublish, Trigger
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import TableRun
 from medallion.errors import JobError
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.streaming import TableRun
+from medallion.ops.backfill import backfill_gold, full_refresh, plan_backfill
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker
 

@@ -27,19 +27,19 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from medallion import hadoopfs
-from medallion.backfill import landing_files_between
 from medallion.config import S3Settings, Settings, Trigger, load_settings
+from medallion.engine.idle import FolderInput, FolderLook, files_under, location, nothing_new
+from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
 from medallion.errors import InputRefused, JobError
-from medallion.generate import write_atomically
-from medallion.hadoopfs import FileHeads
-from medallion.idle import FolderInput, FolderLook, files_under, location, nothing_new
-from medallion.landing import LandingError, refuse_misfit
+from medallion.io import hadoopfs
+from medallion.io.hadoopfs import FileHeads
+from medallion.io.sources.files import arrow_columns, declared_schema, parquet_misfits
+from medallion.io.tables import RUN_OUTCOMES
+from medallion.ops.backfill import landing_files_between
+from medallion.ops.landing import LandingError, refuse_misfit
 from medallion.pipeline.model import Field
 from medallion.pipeline.types import parse_type
-from medallion.runner import Layer, RunIncomplete, run_pipeline
-from medallion.sources.files import arrow_columns, declared_schema, parquet_misfits
-from medallion.tables import RUN_OUTCOMES
+from medallion.samples.generate import write_atomically
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
@@ -69,7 +69,7 @@ def _bronze_warnings(spark: SparkSession, settings: Settings, caplog: pytest.Log
                      containing: str) -> list[str]:
     """Run bronze; the warnings of bronze's job whose message holds ``containing``."""
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="medallion.bronze.job"):
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
         run_pipeline(spark, settings, Layer.BRONZE, NOW)
     return [r.getMessage() for r in caplog.records if containing in r.getMessage()]
 
@@ -183,7 +183,7 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
                    and getattr(m, "hadoop_path", None) is real]:  # every module reaching files
         monkeypatch.setattr(module, "hadoop_path", lambda session, path: (
             lambda fs, target: (_CountingFileSystem(fs, counts), target))(*real(session, path)))
-    walk = os.walk  # a local folder is listed by Python (medallion.idle)
+    walk = os.walk  # a local folder is listed by Python (medallion.engine.idle)
 
     def counted_walk(top: str, *args: Any, **kwargs: Any) -> Any:
         counts["list", str(top).rstrip("/")] += 1
@@ -360,7 +360,7 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
         refused_at_landing.add(path.name)
     assert refused_at_landing == {"export.parquet", "number-id.parquet", "text-date.parquet"}
 
-    caplog.set_level(logging.WARNING, logger="medallion.bronze.job")
+    caplog.set_level(logging.WARNING, logger="medallion.engine.bronze.job")
     with pytest.raises(JobError) as refused:
         run_pipeline(spark, settings, Layer.BRONZE, NOW)
     declared = f"sources.stores.schema in {tmp_path}/conf/pipelines/orders.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.monitoring import ProgressCollector, RunOutcome, _Flush
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.engine.monitoring import ProgressCollector, RunOutcome, _Flush
+from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from tests.conftest import make_settings
 from tests.unit.test_monitoring_listener import event
 

@@ -11,10 +11,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing, write_atomically
-from medallion.runner import Layer, run_pipeline
-from medallion.streaming import TableRun
-from medallion.tables import RUN_RECORDS
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import TableRun
+from medallion.io.tables import RUN_RECORDS
+from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
 from tests.events_tables import ALL_TABLES
 from tests.lakehouse_views import assert_matches_model, snapshot
 from tests.reference import Lakehouse, read_lines, read_segments

@@ -17,10 +17,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.gold.job import UpsertWriter, flow_tables, gold_flows
-from medallion.runner import Layer, run_pipeline
-from medallion.sinks.delta import ensure_table
-from medallion.sources.delta import read_table_stream
+from medallion.engine.gold.job import UpsertWriter, flow_tables, gold_flows
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.sinks.delta import ensure_table
+from medallion.io.sources.delta import read_table_stream
 from tests.events_tables import SILVER_EVENTS
 
 TABLE = "gold/purchase_attribution"

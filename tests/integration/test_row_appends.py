@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-import medallion.sinks.delta as delta_sink
+import medallion.io.sinks.delta as delta_sink
 from medallion.config import S3Settings, Settings
-from medallion.sinks.delta import append_rows, ensure_table
-from medallion.sinks.rows import NotAppended
-from medallion.spark import build_session
-from medallion.tables import RUN_OUTCOMES
+from medallion.io.sinks.delta import append_rows, ensure_table
+from medallion.io.sinks.rows import NotAppended
+from medallion.io.tables import RUN_OUTCOMES
+from medallion.spark.session import build_session
 from tests.conftest import make_settings
 from tests.s3_support import S3SettingsFactory
 
@@ -116,7 +116,7 @@ def test_with_sse_s3_both_writers_ask_s3_to_encrypt_each_object(
     """S3Proxy stores no encrypted objects, and says so to a request that asks for it: so its
     refusal shows the header went out, from S3A (which took "SSE-S3" for an unknown algorithm
     before it was given S3A's name for it) and from delta-rs."""
-    from medallion.sinks.rows import append_with_delta_rs, location_for_writing
+    from medallion.io.sinks.rows import append_with_delta_rs, location_for_writing
 
     plain = s3_settings_factory()
     assert build_session(plain, register_tables=False) is s3_spark
@@ -144,7 +144,7 @@ def test_rows_on_s3_are_a_delta_rs_commit_and_a_stale_writer_takes_the_next_vers
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-    from medallion.sinks.rows import location_for_writing
+    from medallion.io.sinks.rows import location_for_writing
 
     settings = s3_settings_factory()
     assert build_session(settings, register_tables=False) is s3_spark  # pointed at the server
@@ -165,7 +165,7 @@ def test_rows_on_s3_are_a_delta_rs_commit_and_a_stale_writer_takes_the_next_vers
 def test_a_dynamodb_log_store_keeps_the_appends_in_spark(tmp_path: Path) -> None:
     """Spark's commits take their turn through the DynamoDB table; a conditional put would not."""
     from medallion.config import DeltaLogStore
-    from medallion.sinks.rows import delta_rs_can_write
+    from medallion.io.sinks.rows import delta_rs_can_write
 
     arbitrated = S3Settings(delta_log_store=DeltaLogStore.DYNAMODB)
     assert not delta_rs_can_write("s3a://bucket/lakehouse/monitoring/runs", arbitrated)

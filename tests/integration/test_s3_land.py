@@ -12,12 +12,13 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from medallion import hadoopfs, idle
-from medallion.cli import main
-from medallion.idle import files_under, location
-from medallion.landing import MIB, LandingError, land_files
-from medallion.s3 import s3_client
-from medallion.s3a import apply_hadoop_conf, s3a_conf
+from medallion.cli.main import main
+from medallion.engine import idle
+from medallion.engine.idle import files_under, location
+from medallion.io import hadoopfs
+from medallion.io.s3 import s3_client
+from medallion.ops.landing import MIB, LandingError, land_files
+from medallion.spark.s3a import apply_hadoop_conf, s3a_conf
 from tests.s3_support import FAST_FAILURE, S3SettingsFactory
 
 
@@ -132,7 +133,7 @@ def test_a_landing_prefix_is_listed_as_s3a_lists_it(
         listed = files_under(s3_spark, path, settings.s3)
         return None if listed is None else {(f.uri, f.location, f.modified_ms, f.size) for f in listed}
 
-    with caplog.at_level(logging.INFO, logger="medallion.idle"):
+    with caplog.at_level(logging.INFO, logger="medallion.engine.idle"):
         listed = files_under(s3_spark, folder, settings.s3)
         assert listed is not None
         assert sorted(f.path for f in listed) == [
@@ -151,6 +152,6 @@ def test_a_landing_prefix_is_listed_as_s3a_lists_it(
         files_under(s3_spark, "s3a://no-such-bucket-medallion/x", settings.s3)
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-key")  # boto3's; the JVM has its own
-    with caplog.at_level(logging.INFO, logger="medallion.idle"):
+    with caplog.at_level(logging.INFO, logger="medallion.engine.idle"):
         assert listing(folder) == hadoop_listing(folder)
     assert f"{folder}: not listed with boto3" in caplog.text

@@ -10,12 +10,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Trigger
-from medallion.infra.s3proxy import S3ProxyServer
-from medallion.landing import land_files
-from medallion.runner import Layer, run_pipeline
-from medallion.s3 import parse_s3, s3_client
-from medallion.spark import build_session
-from medallion.tables import undeclared_tables
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.s3 import parse_s3, s3_client
+from medallion.io.tables import undeclared_tables
+from medallion.ops.infra.s3proxy import S3ProxyServer
+from medallion.ops.landing import land_files
+from medallion.spark.session import build_session
 from tests.events_tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
 from tests.s3_support import S3SettingsFactory, table_rows
 from tests.spark_free import run_without_spark

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from medallion.cli import main
-from medallion.infra.provision import ProvisionError, apply, plan
-from medallion.infra.s3proxy import S3ProxyServer
-from medallion.s3 import s3_client
+from medallion.cli.main import main
+from medallion.io.s3 import s3_client
+from medallion.ops.infra.provision import ProvisionError, apply, plan
+from medallion.ops.infra.s3proxy import S3ProxyServer
 from tests.s3_support import S3SettingsFactory
 
 SETTINGS_S3PROXY_LACKS = ["versioning", "encryption", "public-access-block", "lifecycle"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger, load_settings
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
 from tests.conf_support import copy_base_conf
 
 PIPELINE = """\

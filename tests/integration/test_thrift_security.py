@@ -26,8 +26,8 @@ import pyspark
 import pytest
 from deltalake import write_deltalake
 
-from medallion import thrift
 from medallion.config import Settings, load_settings
+from medallion.serving import thrift
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 from tests.events_tables import GOLD_EVENT_COUNTS_5M

@@ -13,10 +13,10 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.cli import main
+from medallion.cli.main import main
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing, write_atomically
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
 from tests.conftest import REPO
 from tests.events_tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS
 from tests.lakehouse_views import assert_matches_model, rows, snapshot

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.cli import main
+from medallion.cli.main import main
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.maintenance import RetentionError, check_retention, maintain
-from medallion.runner import Layer, run_pipeline
-from medallion.status import collect_status
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.ops.maintenance import RetentionError, check_retention, maintain
+from medallion.ops.status import collect_status
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 from tests.events_tables import ALL_TABLES, SILVER_QUARANTINE
@@ -167,7 +167,7 @@ def test_maintain_prints_its_table_and_nothing_else(spark: SparkSession, setting
         spark.createDataFrame(row, SILVER_QUARANTINE.schema).coalesce(1).write.format(
             "delta").mode("append").save(path)
     done = subprocess.run(
-        [sys.executable, "-m", "medallion.cli", "--landing", settings.paths.landing,
+        [sys.executable, "-m", "medallion.cli.main", "--landing", settings.paths.landing,
          "--lakehouse", settings.paths.lakehouse, "maintain", "--table", SILVER_QUARANTINE.key],
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -25,8 +25,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Paths, Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import REPO_CONF, copy_base_conf
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot

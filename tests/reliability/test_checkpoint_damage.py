@@ -22,13 +22,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
+from medallion.engine.gold.job import gold_flows
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import TableRun
 from medallion.errors import CheckpointError
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.gold.job import gold_flows
-from medallion.maintenance import delete_old_state, maintain
-from medallion.runner import Layer, run_pipeline
-from medallion.streaming import TableRun
-from medallion.tables import SILVER_BATCH_METRICS
+from medallion.io.tables import SILVER_BATCH_METRICS
+from medallion.ops.maintenance import delete_old_state, maintain
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 from tests.lakehouse_views import rows, snapshot
 from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at
@@ -262,7 +262,7 @@ def test_deleted_newest_commit_replays_the_batch_without_a_second_write(
 def test_deleted_state_fails_loudly_and_a_copy_recovers(
         spark: SparkSession, runs: Runs, tmp_path: Path) -> None:
     # Session windows: the state that holds the most (open sessions per user). The check that
-    # sees the loss is the same for every stateful query (medallion.checkpoints).
+    # sees the loss is the same for every stateful query (medallion.io.checkpoints).
     table = "gold/user_sessions"
     settings = copy_of_run_1(runs, tmp_path)
     checkpoint = Path(settings.checkpoint_path(table))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.generate import GenerateSpec, generate_landing
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO, make_settings
 from tests.events_tables import BRONZE_EVENTS
 

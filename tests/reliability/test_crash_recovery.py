@@ -19,9 +19,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
+from medallion.engine.runner import Layer, run_pipeline
 from medallion.errors import CheckpointError
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
 from tests.events_tables import SILVER_EVENTS
@@ -130,7 +130,7 @@ def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warn
 
     def warnings() -> list[str]:
         caplog.clear()
-        with caplog.at_level("WARNING", logger="medallion.bronze.job"):
+        with caplog.at_level("WARNING", logger="medallion.engine.bronze.job"):
             run_pipeline(spark, settings, Layer.BRONZE, Trigger())
         return [r.getMessage() for r in caplog.records if "no longer" in r.getMessage()]
 

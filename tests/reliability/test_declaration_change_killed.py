@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
 from tests.conftest import REPO
 from tests.integration.test_declaration_changes import HEADER, _edit
 from tests.reliability.test_crash_recovery import (

@@ -17,8 +17,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.lakehouse_views import snapshot
 from tests.reliability.test_crash_recovery import (
     conf_with_small_batches,

@@ -7,9 +7,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import TableSpec
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import TableSpec
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 
 

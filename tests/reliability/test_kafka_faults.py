@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.produce import send_lines
-from medallion.runner import Layer, run_pipeline
-from medallion.streaming import JobError
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.streaming import JobError
+from medallion.samples.produce import send_lines
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker, with_kafka_topics
@@ -167,7 +167,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
     assert sorted(_bronze_raw(spark, tmp_path)) == sorted(first)  # nothing written
 
     lenient = replace(settings, kafka=replace(settings.kafka, fail_on_data_loss=False))
-    with caplog.at_level("WARNING", logger="medallion.bronze.job"):
+    with caplog.at_level("WARNING", logger="medallion.engine.bronze.job"):
         runs = run_pipeline(spark, lenient, Layer.BRONZE, lenient.streaming.trigger)
     kafka_run = next(run for run in runs if run.table == "bronze/events_kafka")
     assert kafka_run.offsets_missing == 3

@@ -24,9 +24,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import QUERY_PROGRESS
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import QUERY_PROGRESS
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.lakehouse_views import snapshot
 from tests.reliability.test_crash_recovery import (
     KILL_POINTS,

@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import SILVER_BATCH_METRICS, TableSpec
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
 from tests.conftest import REPO
 from tests.lakehouse_views import table_rows
 from tests.reliability.test_crash_recovery import (

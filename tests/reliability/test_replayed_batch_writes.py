@@ -3,7 +3,7 @@
 A silver batch writes its metrics row, its quarantine rows and its quality results before its
 table; a gold batch writes its quality results before its own write (an append of its first rows,
 then MERGEs). Those earlier writes are blind
-appends marked with the batch (``medallion.sinks.delta.BatchAppends``): the replay of the batch
+appends marked with the batch (``medallion.io.sinks.delta.BatchAppends``): the replay of the batch
 finds the marks and skips them. Here a run dies right before the table's write (the write raises,
 as a killed process would stop there), on a real session and real Delta tables; the next run
 replays the batch, and every table equals those of one clean run over the same data.
@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-import medallion.gold.job as gold_job
-import medallion.silver.job as silver_job
+import medallion.engine.gold.job as gold_job
+import medallion.engine.silver.job as silver_job
 from medallion.config import Settings, Trigger, load_settings
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO
 from tests.events_tables import SILVER_EVENTS
 from tests.lakehouse_views import rows, snapshot

@@ -26,9 +26,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.generate import GenerateSpec, generate_landing
-from medallion.runner import Layer, run_pipeline
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.engine.runner import Layer, run_pipeline
+from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot, table_rows
 from tests.reliability.test_crash_recovery import (

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from medallion.backfill import BackfillError, plan_backfill
 from medallion.config import KafkaPublish, Settings
+from medallion.ops.backfill import BackfillError, plan_backfill
 
 METRICS = {"monitoring/silver_batches"}  # shared by every silver table
 SILVER = {"silver/events", "silver/events_quarantine"}

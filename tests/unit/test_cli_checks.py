@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion.cli import main
+from medallion.cli.main import main
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 
@@ -48,7 +48,7 @@ def test_run_refuses_an_undeclared_pipeline_before_spark_starts(
 
 def test_narrowing_to_a_pipeline_keeps_its_tables_and_publish_entries_only(tmp_path: Path) -> None:
     from medallion.config import load_settings
-    from medallion.tables import lakehouse_tables
+    from medallion.io.tables import lakehouse_tables
 
     conf = tmp_path / "conf"
     copy_base_conf(conf)
@@ -120,7 +120,7 @@ def test_a_start_without_a_zone_is_utc_whatever_the_machines_zone(tmp_path: Path
     landing = tmp_path / "landing"
     for start in ("2025-03-01T10:00:00", "2025-03-01T11:00:00+01:00", "2025-03-01T10:00:00Z"):
         done = subprocess.run(
-            [sys.executable, "-m", "medallion.cli", "generate", "--events", "1", "--files", "1",
+            [sys.executable, "-m", "medallion.cli.main", "generate", "--events", "1", "--files", "1",
              "--no-customers", "--burst", "tz", "--start", start, "--conf-dir", str(REPO / "conf"),
              "--landing", str(landing), "--lakehouse", str(tmp_path / "lake")],
             env={**os.environ, "TZ": "America/New_York"}, capture_output=True, text=True,

@@ -131,7 +131,7 @@ def test_the_shipped_environments_load(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_cli_rejects_bad_configuration_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from medallion.cli import main
+    from medallion.cli.main import main
 
     conf = write_conf(tmp_path, BASE, local="spark:\n  shuffle_partitions: many\n")
     assert main(["run", "all", "--conf-dir", str(conf)]) == 2

@@ -16,9 +16,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from medallion.io.sinks.evolution import _differences, schema_changes, state_definition
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import GoldSpec, JoinSpec, TableDoc, WindowSpec
-from medallion.sinks.evolution import _differences, schema_changes, state_definition
 from tests.conftest import REPO
 
 

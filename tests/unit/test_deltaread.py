@@ -14,19 +14,19 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from medallion.cli import main
+from medallion.cli.main import main
 from medallion.config import S3Settings, Settings
-from medallion.deltaread import (
+from medallion.io.deltaread import (
     DeltaReader,
     DeltaReadError,
     delta_location,
     sorted_head,
     table_facts,
 )
-from medallion.grid import show_string
+from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES, undeclared_tables
+from medallion.ops.status import collect_status, format_status, state_bytes
 from medallion.quality.summary import summarise
-from medallion.status import collect_status, format_status, state_bytes
-from medallion.tables import QUERY_PROGRESS, RUN_OUTCOMES, undeclared_tables
+from medallion.serving.grid import show_string
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from medallion.gold.compile import compile_gold
+from medallion.engine.gold.compile import compile_gold
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import (
     AggregateFunction,
@@ -97,7 +97,7 @@ def with_gold(pipeline: PipelineSpec, changed: GoldSpec) -> PipelineSpec:
     return spec
 
 
-# --- the hand-written transforms compiled gold replaces, as medallion/gold/transforms.py had them
+# --- the hand-written transforms compiled gold replaces, as medallion/engine/gold/transforms.py had them
 # (kept here as the independent reference of the equality proof below) ---
 
 def _total(column: str) -> F.Column:

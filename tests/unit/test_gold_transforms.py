@@ -12,7 +12,7 @@ from decimal import Decimal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.gold.compile import Transform, compile_gold
+from medallion.engine.gold.compile import Transform, compile_gold
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
 from tests.conftest import REPO

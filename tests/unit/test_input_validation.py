@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, load_settings
-from medallion.landing import LandingError, land_files
+from medallion.ops.landing import LandingError, land_files
 from tests.s3_support import write_overlay
 
 pytestmark = pytest.mark.usefixtures("clean_medallion_env")

@@ -1,4 +1,4 @@
-"""A join's clock (:class:`medallion.gold.joinbatch.JoinClock`): each side's newest event time, and
+"""A join's clock (:class:`medallion.engine.gold.joinbatch.JoinClock`): each side's newest event time, and
 the watermark, the lesser of the two less the delay, never moving back; and the table version a
 Delta source's end offset has read up to."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.gold.joinbatch import JoinClock
+from medallion.engine.gold.joinbatch import JoinClock
 
 MINUTE = 60_000
 DELAY = 10 * MINUTE

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion import jvm_archive
-from medallion.jvm_archive import ARCHIVE_ENV, archive_folder, archive_plan
+from medallion.spark import jvm_archive
+from medallion.spark.jvm_archive import ARCHIVE_ENV, archive_folder, archive_plan
 
 MAGIC = (0xF00BABA8).to_bytes(4, "little")
 
@@ -93,7 +93,7 @@ def test_the_session_plans_archive_follows_the_jvms_whole_class_path(
     ``SPARK_DIST_CLASSPATH`` (after them) each give another archive."""
     from pyspark import SparkContext
 
-    from medallion import spark as session_factory
+    from medallion.spark import session as session_factory
     from tests.conftest import make_settings
 
     # As in a process without a JVM yet (the suite's own session has one: its settings would read

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from medallion.spark import JVM_NOTICES, _relay, kept_output
+from medallion.spark.session import JVM_NOTICES, _relay, kept_output
 
 NOTICE = b"WARNING: Using incubator modules: jdk.incubator.vector"
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, KafkaProtocol, ReadFrom, load_settings
-from medallion.sources.kafka import (
+from medallion.io.sources.kafka import (
     describe_data_loss,
     describe_kafka_failure,
     kafka_client_options,
 )
-from medallion.spark import kafka_packages
+from medallion.spark.session import kafka_packages
 from tests.conf_support import copy_base_conf
 
 

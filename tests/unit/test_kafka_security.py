@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from medallion.config import ConfigError, KafkaProtocol, load_settings
-from medallion.produce import ProduceError, producer_config
-from medallion.sources.kafka import kafka_client_options
+from medallion.io.sources.kafka import kafka_client_options
+from medallion.samples.produce import ProduceError, producer_config
 from tests.s3_support import write_overlay
 
 pytestmark = pytest.mark.usefixtures("clean_medallion_env")

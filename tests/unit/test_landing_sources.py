@@ -30,8 +30,8 @@ from pyspark.sql.types import (
 )
 
 from medallion.config import Settings, load_settings
-from medallion.landing import LandingError, land_files, source_of
-from medallion.sources.files import csv_header, header_differs, parquet_misfits
+from medallion.io.sources.files import csv_header, header_differs, parquet_misfits
+from medallion.ops.landing import LandingError, land_files, source_of
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
 
@@ -211,7 +211,7 @@ def test_land_refuses_a_parquet_file_bronze_would_refuse_and_warns_of_lacking_co
     assert not (tmp_path / "landing").exists()
 
     # An unsigned column has no Spark type here: the run's own check reads it as Spark does.
-    caplog.set_level(logging.WARNING, logger="medallion.landing")
+    caplog.set_level(logging.WARNING, logger="medallion.ops.landing")
     landed = land_files(settings, [files / f"{name}.parquet"
                                    for name in ("good", "lacking", "unsigned", "empty")])
     assert sorted(Path(f.target).name for f in landed) == [

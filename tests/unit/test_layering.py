@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from medallion.io.tables import ENGINE_TABLES
 from medallion.pipeline.views import ENGINE_SCHEMAS
-from medallion.tables import ENGINE_TABLES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medallion"
 CONFIGURATION = ("medallion.config", "medallion.errors", "medallion.durations", "medallion.redact",

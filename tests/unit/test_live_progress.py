@@ -7,7 +7,7 @@ import io
 import os
 import pty
 
-from medallion.live import ProgressBoard, TerminalDisplay, live_display
+from medallion.engine.live import ProgressBoard, TerminalDisplay, live_display
 
 
 def _row(table: str, rows: int) -> dict:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from medallion.cli import main
-from medallion.locks import LakehouseBusyError, hold_writers
+from medallion.cli.main import main
+from medallion.io.locks import LakehouseBusyError, hold_writers
 from tests.conftest import REPO
 
 HOLDER = """
 import sys, time
-from medallion.locks import hold_writers
+from medallion.io.locks import hold_writers
 hold_writers(sys.argv[1], tuple(sys.argv[3].split(",")), 0)
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
 from medallion.config import Settings, load_settings
-from medallion.monitoring import BACKPRESSURE_BATCHES, ProgressCollector
+from medallion.engine.monitoring import BACKPRESSURE_BATCHES, ProgressCollector
 from tests.conftest import REPO
 
 QUERY_ID, RUN_ID = str(uuid.uuid4()), str(uuid.uuid4())
@@ -92,7 +92,7 @@ def test_a_progress_report_becomes_one_row_and_one_json_log_line(
 
 def test_backpressure_is_reported_when_input_outruns_processing_batch_after_batch(
         collector: ProgressCollector, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="medallion.monitoring"):
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.monitoring"):
         for batch in range(BACKPRESSURE_BATCHES - 1):
             collector.onQueryProgress(event(batch, rows=500, rate_in=200.0, rate_done=50.0))
         collector.onQueryProgress(event(5, rows=500, rate_in=40.0, rate_done=50.0))  # caught up

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, load_settings
-from medallion.spark import DELTA_CONF, counts_state_rows, session_conf
-from medallion.submit import format_command, submit_argv
+from medallion.ops.submit import format_command, submit_argv
+from medallion.spark.session import DELTA_CONF, counts_state_rows, session_conf
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 

@@ -1,7 +1,7 @@
 """The declaration model: events.yaml derives today's tables, a second shape loads, types and graph.
 
 No JVM: nothing here starts Spark. Expected schemas are written out by hand (today's TableSpecs in
-medallion/tables.py), never computed by the code under test.
+medallion/io/tables.py), never computed by the code under test.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion.pipeline.cli import main
+from medallion.cli.pipelines import main
 from medallion.pipeline.graph import FlowKind, InputRole
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import OutputMode, PipelineSpec, TableRole
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 FIXTURES = Path(__file__).resolve().parent / "pipeline_fixtures"
 
-# Today's tables of the events pipeline (medallion/tables.py), by hand.
+# Today's tables of the events pipeline (medallion/io/tables.py), by hand.
 EVENTS_TABLES = {
     "bronze/events": "raw STRING, source_file STRING, ingested_at TIMESTAMP",
     "bronze/events_kafka": "raw STRING, key STRING, topic STRING, partition INT, offset BIGINT, "
@@ -90,7 +90,7 @@ def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
         "gold/segment_revenue_1h": (OutputMode.UPDATE, ("window_start", "window_end", "segment")),
         "gold/purchase_attribution": (OutputMode.UPDATE, ("event_id",)),
     }
-    # The columns `medallion status` reads freshness from (medallion/status.py today).
+    # The columns `medallion status` reads freshness from (medallion/ops/status.py today).
     assert {k: t.time_column for k, t in tables.items()} == {
         "bronze/events": "ingested_at", "bronze/events_kafka": "ingested_at",
         "bronze/customers": "ingested_at", "silver/events": "timestamp",
@@ -370,7 +370,7 @@ def test_cli_names_key_and_file_and_exits_2(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_the_package_imports_no_spark() -> None:
-    code = ("import sys, medallion.pipeline.cli, medallion.pipeline.validate; "
+    code = ("import sys, medallion.cli.pipelines, medallion.pipeline.validate; "
             "sys.exit('pyspark' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
 

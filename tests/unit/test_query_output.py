@@ -21,7 +21,7 @@ def _frame(spark: SparkSession):  # type: ignore[no-untyped-def]
 
 
 def test_csv_has_a_header_and_utc_timestamps(spark: SparkSession) -> None:
-    from medallion.query import print_result
+    from medallion.serving.query import print_result
 
     out = io.StringIO()
     assert print_result(_frame(spark), "csv", 0, out) == 3
@@ -33,7 +33,7 @@ def test_csv_has_a_header_and_utc_timestamps(spark: SparkSession) -> None:
 
 
 def test_json_lines_keep_nulls_and_exact_decimals(spark: SparkSession) -> None:
-    from medallion.query import print_result
+    from medallion.serving.query import print_result
 
     out = io.StringIO()
     assert print_result(_frame(spark), "json", 2, out) == 2
@@ -49,7 +49,7 @@ def test_json_lines_keep_nulls_and_exact_decimals(spark: SparkSession) -> None:
 
 
 def test_table_format_prints_every_row_up_to_the_limit(spark: SparkSession) -> None:
-    from medallion.query import print_result
+    from medallion.serving.query import print_result
 
     out = io.StringIO()
     assert print_result(_frame(spark), "table", 2, out) == 2
@@ -67,8 +67,8 @@ def test_show_prints_structs_maps_and_arrays_as_spark_shows_them(
     column crashed it, and a struct printed as a map."""
     from deltalake import DeltaTable
 
-    from medallion.deltaread import sorted_head
-    from medallion.grid import show_string
+    from medallion.io.deltaread import sorted_head
+    from medallion.serving.grid import show_string
 
     frame = spark.sql(
         "SELECT * FROM VALUES "

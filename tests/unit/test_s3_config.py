@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from medallion.config import ConfigError, DeltaLogStore, SseAlgorithm, load_settings
-from medallion.s3a import hadoop_settings, s3_packages, s3a_conf
+from medallion.spark.s3a import hadoop_settings, s3_packages, s3a_conf
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]

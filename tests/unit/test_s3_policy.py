@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from medallion.config import load_settings
-from medallion.infra.policy import job_policy
-from medallion.infra.provision import ProvisionError, targets_of
+from medallion.ops.infra.policy import job_policy
+from medallion.ops.infra.provision import ProvisionError, targets_of
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from medallion.config import Settings, load_settings
-from medallion.infra.provision import ProvisionError, apply, format_plan, plan, policy_statements
+from medallion.ops.infra.provision import ProvisionError, apply, format_plan, plan, policy_statements
 from tests.s3_support import write_overlay
 
 pytestmark = pytest.mark.usefixtures("clean_medallion_env")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from medallion.cli import configure_logging, main
+from medallion.cli.main import configure_logging, main
 from medallion.config import ConfigError, load_settings
+from medallion.ops.submit import format_command
 from medallion.redact import redact_command, redact_text
-from medallion.submit import format_command
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]

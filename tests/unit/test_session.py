@@ -8,7 +8,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.streaming import BATCH_CACHE_COMPRESSED, cache_batch
+from medallion.engine.streaming import BATCH_CACHE_COMPRESSED, cache_batch
 
 
 def _worker_python(_: object) -> str:

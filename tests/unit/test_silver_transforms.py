@@ -13,15 +13,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.validate import validate
-from medallion.silver.compile import (
+from medallion.engine.silver.compile import (
     BatchTimes,
     Transform,
     batch_counts,
     compile_silver,
     latest_rows,
 )
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.validate import validate
 from tests.conftest import REPO
 
 EVENTS = next(p for p in load_pipelines(REPO / "conf", "local") if p.name == "events")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.checkpoints import log_entries
-from medallion.sources.delta import between_versions, version_read
+from medallion.io.checkpoints import log_entries
+from medallion.io.sources.delta import between_versions, version_read
 
 # offsets/0 of a silver query (its metadata's conf shortened)
 OFFSETS = (

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from medallion.config import Settings
+from medallion.io.tables import TableSpec
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import PipelineSpec
 from medallion.pipeline.validate import validate
-from medallion.tables import TableSpec
 from tests.conftest import REPO
 from tests.events_tables import (
     BRONZE_CUSTOMERS,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion import thrift
-from medallion.cli import main
+from medallion.cli.main import main
 from medallion.config import ConfigError, SaslQop, load_settings
+from medallion.serving import thrift
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
 

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.sinks.delta import BatchRange, batch_range, upsert_batch
+from medallion.io.sinks.delta import BatchRange, batch_range, upsert_batch
 
 SCHEMA = "window_start STRING, city STRING, orders BIGINT"
 

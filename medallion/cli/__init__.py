@@ -1,0 +1,1 @@
+"""The ``medallion`` command: parse, load, call, exit with a status."""

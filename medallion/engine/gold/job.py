@@ -1,0 +1,283 @@
+"""The gold job: one streaming aggregation per declared gold table, of every pipeline.
+
+Each gold table of ``conf/pipelines/<name>.yaml`` is compiled into a pure transform
+(:mod:`medallion.engine.gold.compile`) that reads the table's declared input. Tables whose open windows
+analysts need (mode update) are kept by update-mode aggregation, each micro-batch's updated
+windows MERGEd into the table on the declaration's keys with Delta transaction ids (a replayed
+batch is skipped); a join's batches are computed from its inputs' tables
+(:mod:`medallion.engine.gold.joinbatch`) and MERGEd the same way; the quarantine and quality results are
+marked appends
+(:class:`medallion.io.sinks.delta.BatchAppends`). Closed windows (mode append, the only one Spark
+allows for sessions) are appended, also inside ``foreachBatch`` (where the quality gate runs),
+with the transaction id the streaming Delta sink itself used (query id, batch id), so a checkpoint
+written by the sink carries on exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+
+from medallion.config import Settings, Trigger, TriggerKind
+from medallion.engine.gold.compile import (
+    JoinTransform,
+    Transform,
+    compile_gold,
+    compile_join,
+    latest_per_key,
+)
+from medallion.engine.gold.joinbatch import JoinBatches, join_stream, retire_join_state
+from medallion.engine.idle import DeltaInput, newest_table_version, skippable
+from medallion.engine.layer import PlannedQuery, start_layer
+from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
+from medallion.io.checkpoints import plan_watermark_batch
+from medallion.io.hadoopfs import path_exists
+from medallion.io.sinks.delta import (
+    BatchAppends,
+    TableToMake,
+    append_batch,
+    batch_range,
+    ensure_table,
+    guard_checkpoint,
+    never_written,
+    query_id_of,
+    txn_app_id,
+    upsert_batch,
+    with_trigger,
+)
+from medallion.io.sinks.evolution import keep_declared_state, state_definition
+from medallion.io.sources.delta import read_table_stream
+from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
+from medallion.pipeline.model import GoldSpec, PipelineSpec
+from medallion.quality.gate import QualityGate, with_quarantine_time
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GoldFlow:
+    """A declared gold table, its inputs, the transform that feeds it, and how it is written.
+
+    ``merge_keys`` set (mode update): update-mode aggregation, MERGE on those keys (open windows
+    kept up to date). ``merge_keys`` empty (mode append): closed windows only, appended. A join
+    has two inputs (its transform takes a stream of each, in order).
+    """
+
+    pipeline: PipelineSpec
+    gold: GoldSpec
+    spec: TableSpec
+    inputs: tuple[TableSpec, ...]
+    transform: Transform | JoinTransform
+
+    @property
+    def input(self) -> TableSpec:
+        """The first (for a join, the left) input."""
+        return self.inputs[0]
+
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        """The MERGE keys the declaration derives (window bounds and grouping columns)."""
+        return self.gold.merge_keys
+
+
+def gold_flow(pipeline: PipelineSpec, gold: GoldSpec) -> GoldFlow:
+    """The flow of one declared gold table (no Spark needed until the transform runs)."""
+    inputs = (gold.input,) if gold.join is None else (gold.input, gold.join.input)
+    transform = compile_join(pipeline, gold) if gold.join else compile_gold(pipeline, gold)
+    return GoldFlow(pipeline, gold, TableSpec.from_decl(pipeline.table(gold.key)),
+                    tuple(TableSpec.from_decl(pipeline.table(key)) for key in inputs), transform)
+
+
+def gold_flows(settings: Settings) -> tuple[GoldFlow, ...]:
+    """Every declared gold table of every pipeline, in declaration order."""
+    return tuple(gold_flow(pipeline, gold) for pipeline, gold in settings.gold_specs())
+
+
+@dataclass
+class UpsertWriter:
+    """``foreachBatch`` function that writes a batch of a gold table once, behind its gate.
+
+    With ``keys`` the batch's updated windows are MERGEd on them; without, the batch (closed
+    windows) is appended. Rows a ``drop`` expectation rejects go to ``<layer>/<name>_quarantine``.
+    """
+
+    table: TableSpec
+    path: str
+    keys: tuple[str, ...]
+    checkpoint: str
+    rows_out: int = 0
+    gate: QualityGate | None = None
+    quarantine_path: str | None = None
+    latest_by: tuple[str, ...] = ()  # of several rows per key in a batch or the table, the greatest
+    prune_by: str | None = None  # the key whose batch range bounds the MERGE's scan (window start)
+    # What the micro-batch becomes before it is written (a join's rows, from its inputs' tables).
+    compute: Callable[[DataFrame, int], DataFrame] | None = None
+    appends: BatchAppends = field(default_factory=BatchAppends)  # quarantine, quality results
+    _query_id: str | None = field(default=None, repr=False)
+    _written: bool = field(default=False, repr=False)  # the table is known to hold rows
+
+    def _never_written(self, spark: SparkSession) -> bool:
+        """Whether the table is as its creation left it, read from its log until it is known to
+        hold rows (then no batch of this query asks again)."""
+        if not self._written:
+            self._written = not never_written(spark, self.path)
+        return not self._written
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        if self._query_id is None:
+            self._query_id = query_id_of(spark, self.checkpoint)
+        # The streaming Delta sink's own transaction id for appends, so that a table it wrote
+        # goes on exactly once; a named one for MERGEs.
+        app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
+        # Persisted so the stateful aggregation runs once for the count, the gate and the write.
+        rows_of_batch = self.compute(batch, batch_id) if self.compute is not None else batch
+        updated = cache_batch(latest_per_key(rows_of_batch, self.keys, self.latest_by))
+        try:
+            # The count and the MERGE's window range in one pass.
+            measured = batch_range(updated, self.prune_by if self.keys else None)
+            rows = measured.rows
+            to_write = updated
+            if rows and self.gate is not None:
+                outcome = self.gate.check(updated, batch_id, app_id, self._query_id, self.appends)
+                rejected = outcome.dropped()
+                if rejected is not None and self.quarantine_path:
+                    self.appends.append(rejected.transform(with_quarantine_time),
+                                        self.quarantine_path, app_id, batch_id)
+                to_write, rows = outcome.kept(), rows - outcome.dropped_count
+            if rows and self.keys and self._never_written(spark):
+                # The table's first rows: a MERGE into an empty table inserts every row (one per
+                # key), as an append does, but plans a join and a rewrite against it first. The
+                # same transaction id keeps a replay skipped once either has committed.
+                append_batch(to_write, self.path, app_id, batch_id)
+                self._written = True
+            elif rows and self.keys:
+                upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
+                             self.prune_by, within=measured)
+            elif rows:
+                append_batch(to_write, self.path, app_id, batch_id)
+        finally:
+            updated.unpersist()
+        self.rows_out += rows
+        log.info("%s batch %d: %d rows written", self.table.key, batch_id, rows)
+
+
+def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow) -> bool:
+    """Whether a gold query has work: every input written, and something in them it has not seen
+    (or a trigger that keeps it running)."""
+    if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
+        return False  # an input has never been written
+    inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
+    return not skippable(spark, trigger, gold.spec.path(settings), gold.spec.checkpoint(settings),
+                         inputs)
+
+
+def flow_tables(settings: Settings, gold: GoldFlow) -> list[TableToMake]:
+    """The tables a gold query writes: its own, and its quarantine if an expectation drops."""
+    spec = gold.spec
+    tables: list[TableToMake] = [(spec, spec.path(settings), settings.table_doc(spec.key))]
+    if any(e.severity.value == "drop" for e in settings.expectations_of(spec.key)):
+        quarantine = quarantine_of(spec)
+        tables.append((quarantine, quarantine.path(settings), settings.table_doc(quarantine.key)))
+    return tables
+
+
+def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) -> None:
+    """Refuse to carry on from a state another declaration of the table wrote; record the
+    declaration a new state is written with (:func:`~medallion.io.sinks.evolution.keep_declared_state`)."""
+    checkpoint = gold.spec.checkpoint(settings)
+    keep_declared_state(spark, gold.spec.key, checkpoint, state_definition(gold.gold),
+                        resumed=path_exists(spark, f"{checkpoint}/offsets"))
+
+
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: GoldFlow,
+               due: bool | None = None) -> RunningQuery:
+    """Start the query of one gold table; idle without work (``due``: already decided)."""
+    spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
+    if not (flow_due(spark, settings, trigger, gold) if due is None else due):
+        return RunningQuery(spec.key, None, idle=True)
+    for table in flow_tables(settings, gold):
+        ensure_table(spark, *table)
+    join = gold.gold.join
+    # Every gold aggregation keeps windows or sessions in its state store; a join keeps none.
+    state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=join is None,
+                             app_id=(lambda query_id: txn_app_id(spec.key, query_id))
+                             if gold.merge_keys else None)
+    if state is not None and join is not None:
+        retire_join_state(spark, spec.key, checkpoint)
+    if state is not None and join is None and trigger.kind is not TriggerKind.ONCE:
+        # Windows a stopped run still owes (trigger once runs one batch: it owes none, and a
+        # planned batch without data would take the place of its batch of new data).
+        plan_watermark_batch(spark, spec.key, checkpoint, state)
+    expectations = settings.expectations_of(spec.key)
+    gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
+    quarantine = quarantine_of(spec)
+    streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
+               for table in gold.inputs]
+    joined = (JoinBatches(spark, spec.key, checkpoint,
+                          (gold.inputs[0].path(settings), gold.inputs[-1].path(settings)),
+                          gold.pipeline, gold.gold) if join is not None else None)
+    streamed = (join_stream(gold.pipeline, gold.gold, *streams) if joined is not None
+                else gold.transform(*streams))
+    writer = streamed.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
+    batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
+                                quarantine_path=quarantine.path(settings),
+                                latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by,
+                                compute=joined, appends=BatchAppends.after(state, settings.s3))
+    # A join streams event times and computes its rows in the batch; its MERGE keeps the latest
+    # per key. An aggregation MERGEs the windows each batch updated.
+    mode = "update" if gold.merge_keys and join is None else "append"
+    query = with_trigger(writer.outputMode(mode).foreachBatch(batch_writer), trigger).start()
+
+    def late_rows(run: TableRun) -> None:
+        if joined is not None:
+            run.late_rows_dropped += joined.late_dropped
+
+    return RunningQuery(spec.key, query, rows_out=lambda: batch_writer.rows_out,
+                        extra=late_rows, cause=lambda: gate.failure if gate else None)
+
+
+def gold_waves(settings: Settings) -> list[tuple[GoldFlow, ...]]:
+    """The gold flows in the order a run that drains its inputs brings them up to date: a gold
+    table another gold table reads (an append-mode table can be an input) in a wave before its
+    reader's, so that one run carries new rows down the chain; the flows of a wave side by side.
+    Without such chains, one wave of every flow."""
+    flows = gold_flows(settings)
+    by_key = {flow.spec.key: flow for flow in flows}
+    depth: dict[str, int] = {}
+
+    def depth_of(flow: GoldFlow) -> int:
+        key = flow.spec.key
+        if key not in depth:
+            depth[key] = 0  # a cycle is refused by the pipeline's validation; this ends one anyway
+            depth[key] = max((1 + depth_of(by_key[read.key]) for read in flow.inputs
+                              if read.key in by_key), default=0)
+        return depth[key]
+
+    waves: list[list[GoldFlow]] = []
+    for flow in flows:
+        level = depth_of(flow)
+        waves += [[] for _ in range(level + 1 - len(waves))]
+        waves[level].append(flow)
+    return [tuple(wave) for wave in waves]
+
+
+def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger,
+               flows: Sequence[GoldFlow] | None = None) -> list[RunningQuery]:
+    """Start bringing every declared gold table (or those of ``flows``) up to date with what is
+    new in its input.
+
+    The tables of the queries with work are made first, side by side (on a new lakehouse, each
+    query's table is created there); each query's start then finds them.
+    """
+    return start_layer(spark, [
+        PlannedQuery(gold.spec.key, due=partial(flow_due, spark, settings, trigger, gold),
+                     tables=partial(flow_tables, settings, gold),
+                     start=partial(start_flow, spark, settings, trigger, gold),
+                     check=partial(check_definition, spark, settings, gold))
+        for gold in (gold_flows(settings) if flows is None else flows)],
+        shared=[(QUALITY_RESULTS, QUALITY_RESULTS.path(settings), None)])

@@ -1,0 +1,248 @@
+"""The silver job: one streaming query per declared silver table, of every pipeline.
+
+Each silver table of ``conf/pipelines/<name>.yaml`` is compiled (:mod:`medallion.engine.silver.compile`)
+and fed by a stream of its bronze input. Each micro-batch is split into valid rows and
+quarantined ones, deduplicated against itself and against what the table already holds (scope
+``table``: a re-delivered row is removed however late it comes, and counted), enriched with the
+dimensions as they stand, gated, and written so that a replayed batch changes nothing twice: the
+batch's metrics row first, then the quarantine (marked appends, see
+:class:`medallion.io.sinks.delta.BatchAppends`), the table last, with a Delta transaction id.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+
+from medallion.config import Settings, Trigger
+from medallion.engine.idle import DeltaInput, newest_table_version, skippable
+from medallion.engine.layer import PlannedQuery, start_layer
+from medallion.engine.silver.compile import (
+    BatchTimes,
+    SilverTransforms,
+    batch_counts,
+    compile_silver,
+    latest_rows,
+)
+from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
+from medallion.io.sinks.delta import (
+    BatchAppends,
+    TableToMake,
+    append_batch,
+    committed_txn_version,
+    ensure_table,
+    guard_checkpoint,
+    query_id_of,
+    txn_app_id,
+    with_trigger,
+)
+from medallion.io.sources.delta import read_table, read_table_stream
+from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
+from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
+from medallion.quality.gate import QualityGate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SilverFlow:
+    """A declared silver table: the bronze table it reads, the dimensions it looks up, where its
+    rows and rejects go, and its compiled transforms."""
+
+    pipeline: PipelineSpec
+    silver: SilverSpec
+    spec: TableSpec
+    quarantine: TableSpec
+    input: TableSpec  # the bronze table read: the declared one, or the alternative that runs
+    dimensions: tuple[tuple[DimensionSpec, TableSpec], ...]
+    transforms: SilverTransforms
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """What the query reads of its input: the raw record and the kept columns."""
+        return tuple(dict.fromkeys((*self.transforms.record, *self.silver.keep)))
+
+
+def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) -> SilverFlow:
+    """The flow of one declared silver table (no Spark needed until a transform runs)."""
+    input_key = settings.input_of(pipeline, silver.input)
+    input_decl = pipeline.table(input_key)
+    dimensions = tuple(
+        (pipeline.dimension(e.dimension),
+         TableSpec.from_decl(pipeline.table(pipeline.source(
+             pipeline.dimension(e.dimension).source).bronze_key)))
+        for e in silver.enrichments)
+    return SilverFlow(
+        pipeline, silver,
+        TableSpec.from_decl(pipeline.table(silver.key)),
+        TableSpec.from_decl(pipeline.table(silver.quarantine_key)),
+        TableSpec.from_decl(input_decl),
+        dimensions,
+        compile_silver(pipeline, silver, input_decl),
+    )
+
+
+def silver_flows(settings: Settings) -> tuple[SilverFlow, ...]:
+    """Every declared silver table of every pipeline, in declaration order."""
+    return tuple(silver_flow(settings, pipeline, silver)
+                 for pipeline in settings.pipelines for silver in pipeline.silver)
+
+
+@dataclass
+class SilverBatchWriter:
+    """The ``foreachBatch`` function of one silver query; keeps what it did for the run summary."""
+
+    settings: Settings
+    flow: SilverFlow
+    checkpoint: str
+    quarantined: int = 0
+    duplicates_removed: int = 0
+    rows_out: int = 0
+    gate: QualityGate | None = None  # the data-quality gate between bronze and silver
+    appends: BatchAppends = field(default_factory=BatchAppends)  # metrics, quarantine, results
+    _query_id: str | None = field(default=None, repr=False)
+
+    def query_id(self, spark: SparkSession) -> str:
+        """The query id kept in the checkpoint: stable across restarts, new with a new checkpoint."""
+        if self._query_id is None:
+            self._query_id = query_id_of(spark, self.checkpoint)
+        return self._query_id
+
+    def _new_rows(self, spark: SparkSession, parsed: DataFrame,
+                  reach: BatchTimes | None) -> DataFrame:
+        """The batch's valid rows that silver does not hold yet, one per key, enriched; ``reach``
+        is where the batch lies in event time, for the dedup scopes that bound the lookup."""
+        flow, compiled, settings = self.flow, self.flow.transforms, self.settings
+        valid = parsed.transform(compiled.valid).transform(compiled.deduplicate)
+        known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), reach)
+        dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
+                      for dimension, bronze in flow.dimensions}
+        return (valid.transform(compiled.remove_known(known))
+                .transform(compiled.enrich(dimensions))
+                .transform(compiled.finish))
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        settings, flow, compiled = self.settings, self.flow, self.flow.transforms
+        table = flow.spec
+        app_id = txn_app_id(table.key, self.query_id(spark))
+        if (batch_id == self.appends.replayed
+                and committed_txn_version(spark, table.path(settings), app_id) >= batch_id):
+            # The table's write is the batch's last, so the batch is all written and only its
+            # commit in the checkpoint was lost. Recomputing it would find every row already known
+            # and count them all as duplicates in the run summary; Delta would skip the writes anyway.
+            log.warning("%s batch %d: already written (its commit in the checkpoint was lost); "
+                        "skipped", table.key, batch_id)
+            return
+        parsed = cache_batch(batch.transform(compiled.parse))
+        try:
+            # The counts and the valid rows' event times in one pass, which fills the cache.
+            counts = batch_counts(parsed, flow.silver.event_time if compiled.bounded_lookup else None)
+            rows_in, quarantined = counts.rows_in, counts.quarantined
+            if rows_in == 0:
+                return
+            new_rows = cache_batch(self._new_rows(spark, parsed, counts.reach))
+            try:
+                query_id = self.query_id(spark)
+                to_table, to_quarantine = new_rows, parsed.transform(compiled.quarantined)
+                rows_out = new_rows.count()  # fills the cache the gate and the writes read
+                duplicates = rows_in - quarantined - rows_out
+                if self.gate is not None:
+                    # Before anything is written: a failed `fail` expectation raises here.
+                    outcome = self.gate.check(new_rows, batch_id, app_id, query_id, self.appends)
+                    rows_out -= outcome.dropped_count
+                    quarantined += outcome.dropped_count
+                    to_table = outcome.kept()
+                    rejected = outcome.dropped()
+                    if rejected is not None:
+                        to_quarantine = to_quarantine.unionByName(
+                            rejected.transform(compiled.rejected_to_quarantine(parsed)))
+                # The metrics row goes first: on a replay, the table is unchanged until its own
+                # write commits, so recomputed counts are the same, and a committed write is skipped.
+                metrics = {"table": table.key, "query_id": query_id, "batch_id": batch_id,
+                           "rows_in": rows_in, "quarantined": quarantined,
+                           "duplicates_removed": duplicates, "rows_out": rows_out,
+                           "recorded_at": datetime.now(timezone.utc)}
+                self.appends.append_rows(spark, SILVER_BATCH_METRICS,
+                                         SILVER_BATCH_METRICS.path(settings), [metrics], app_id,
+                                         batch_id)
+                self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
+                append_batch(to_table, table.path(settings), app_id, batch_id)
+            finally:
+                new_rows.unpersist()
+        finally:
+            parsed.unpersist()
+        self.quarantined += quarantined
+        self.duplicates_removed += duplicates
+        self.rows_out += rows_out
+        log.info("%s batch %d: %d in, %d quarantined, %d duplicates, %d written",
+                 table.key, batch_id, rows_in, quarantined, duplicates, rows_out)
+
+    def add_to(self, run: TableRun) -> None:
+        """Copy the batch counters into the run summary."""
+        run.quarantined = self.quarantined
+        run.duplicates_removed = self.duplicates_removed
+        run.gate_seconds = self.gate.seconds if self.gate else 0.0
+
+
+def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
+    """Start processing what is new in bronze into every declared silver table and its quarantine.
+
+    The tables of the queries with work are made first, side by side
+    (:func:`~medallion.engine.layer.start_layer`); each query's start then finds them.
+    """
+    return start_layer(spark, [
+        PlannedQuery(flow.spec.key, due=partial(flow_due, spark, settings, trigger, flow),
+                     tables=partial(flow_tables, settings, flow),
+                     start=partial(start_flow, spark, settings, trigger, flow))
+        for flow in silver_flows(settings)])
+
+
+def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow) -> bool:
+    """Whether a silver query has work: its bronze table written, with rows it has not seen (or a
+    trigger that keeps it running)."""
+    if newest_table_version(spark, flow.input.path(settings)) < 0:
+        return False  # its source has landed nothing yet
+    return not skippable(spark, trigger, flow.spec.path(settings), flow.spec.checkpoint(settings),
+                         DeltaInput(flow.input.path(settings)))
+
+
+def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
+    """The tables a silver query reads and writes: its bronze input and dimensions (a dimension
+    not landed yet is read as an empty table), its table, quarantine, metrics and gate results."""
+    return [(spec, spec.path(settings), settings.table_doc(spec.key))
+            for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), flow.spec,
+                         flow.quarantine, SILVER_BATCH_METRICS, QUALITY_RESULTS)]
+
+
+def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow,
+               due: bool | None = None) -> RunningQuery:
+    """Start the query of one silver table; idle without work (``due``: already decided)."""
+    table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
+    if not (flow_due(spark, settings, trigger, flow) if due is None else due):
+        return RunningQuery(table.key, None, idle=True)
+    for made in flow_tables(settings, flow):
+        ensure_table(spark, *made)
+    # The table's own write is the batch's last, so its transaction id says how far it got.
+    state = guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
+                             app_id=lambda query_id: txn_app_id(table.key, query_id))
+    expectations = settings.expectations_of(table.key)
+    gate = QualityGate(table, expectations,
+                       QUALITY_RESULTS.path(settings)) if expectations else None
+    writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate,
+                               appends=BatchAppends.after(state, settings.s3))
+    stream = read_table_stream(spark, flow.input.path(settings),
+                               settings.streaming.max_files_per_trigger
+                               ).select(*flow.input_columns)
+    query = with_trigger(
+        stream.writeStream.queryName(table.key)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(writer),
+        trigger,
+    ).start()
+    return RunningQuery(table.key, query, rows_out=lambda: writer.rows_out,
+                        extra=writer.add_to, cause=lambda: gate.failure if gate else None)

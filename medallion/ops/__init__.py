@@ -1,0 +1,1 @@
+"""Operating a lakehouse: status, backfill, maintenance, reports, landing, submit commands, buckets."""

@@ -1,0 +1,239 @@
+"""``medallion maintain``: compact the tables (OPTIMIZE, Z-ORDER) and delete unneeded files (VACUUM).
+
+Streaming appends leave many small files; OPTIMIZE rewrites them into few large ones (clustered
+by the configured Z-ORDER columns, so filters skip files), and VACUUM deletes the files no table
+version within the retention period needs. A retention shorter than 7 days is refused unless the
+caller says so explicitly: a reader or a streaming query still on an older version, or a restart
+of a stream that is behind, would find its files gone.
+
+With VACUUM go the state versions a stateful query's checkpoint no longer needs. Spark deletes
+them from a maintenance thread that first runs a minute after a query starts
+(``spark.sql.streaming.stateStore.maintenanceInterval``), which an available-now run rarely
+lives to see: without this, every batch of every run leaves its RocksDB snapshot and SST files
+in the checkpoint for good. The same Spark code deletes them here, with the same rule (keep the
+newest ``spark.sql.streaming.minBatchesToRetain`` versions).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
+from medallion.io.hadoopfs import hadoop_path, path_exists
+from medallion.io.tables import TableSpec, lakehouse_tables
+
+log = logging.getLogger(__name__)
+
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+class RetentionError(ValueError):
+    """A VACUUM retention shorter than the safe minimum was asked for without the explicit flag."""
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """The data files of a table's current version."""
+
+    files: int
+    small_files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What maintenance did to one table."""
+
+    table: str
+    before: FileStats
+    after: FileStats
+    zorder: tuple[str, ...]
+    files_removed_by_optimize: int
+    files_deleted_by_vacuum: int
+    state_files_deleted: int = 0  # of its query's checkpoint (old state versions)
+
+
+def check_retention(hours: int, allow_short: bool) -> None:
+    """Refuse a VACUUM retention under 7 days unless ``allow_short`` (the explicit flag)."""
+    if hours < 0:
+        raise RetentionError(f"VACUUM retention must not be negative, got {hours} hours")
+    if hours < DEFAULT_VACUUM_RETENTION_HOURS and not allow_short:
+        raise RetentionError(
+            f"VACUUM retention of {hours} hours is shorter than the safe minimum of "
+            f"{DEFAULT_VACUUM_RETENTION_HOURS} hours (7 days): readers and streams still on older "
+            "versions would lose their files. Pass --allow-short-retention if no query runs on "
+            "these tables and none is behind.")
+
+
+def file_stats(spark: SparkSession, path: str, small_bytes: int) -> FileStats:
+    """Count the current version's data files, those under ``small_bytes``, and their total size."""
+    files = spark.read.format("delta").load(path).inputFiles()
+    sizes = []
+    for file in files:
+        fs, target = hadoop_path(spark, file)
+        sizes.append(int(fs.getFileStatus(target).getLen()))
+    return FileStats(files=len(sizes), small_files=sum(1 for s in sizes if s < small_bytes),
+                     bytes=sum(sizes))
+
+
+class UnknownTableError(ValueError):
+    """A ``--table`` that is not a table of the lakehouse (checked before Spark starts)."""
+
+
+def maintained_tables(settings: Settings, names: Sequence[str] | None) -> list[TableSpec]:
+    """The tables ``names`` (``layer/name`` or ``layer.name``) designate; every table when none."""
+    every = lakehouse_tables(settings)
+    if not names:
+        return list(every)
+    wanted = {name.replace(".", "/") for name in names}
+    unknown = wanted - {spec.key for spec in every}
+    if unknown:
+        raise UnknownTableError(f"no table {', '.join(sorted(unknown))} in this lakehouse "
+                                f"(tables: {', '.join(s.key for s in every)})")
+    return [spec for spec in every if spec.key in wanted]
+
+
+def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
+             retention_hours: int | None = None, allow_short_retention: bool = False,
+             optimize: bool = True, vacuum: bool = True) -> list[TableMaintenance]:
+    """OPTIMIZE (Z-ORDER where configured) then VACUUM each existing table; report file counts."""
+    hours = settings.maintenance.vacuum_retention_hours if retention_hours is None else retention_hours
+    check_retention(hours, allow_short_retention)
+    small = settings.maintenance.small_file_mb * 1024 * 1024
+    results = []
+    for spec in maintained_tables(settings, tables):
+        path = spec.path(settings)
+        if not DeltaTable.isDeltaTable(spark, path):
+            log.info("%s: no table at %s; skipped", spec.key, path)
+            continue
+        table = DeltaTable.forPath(spark, path)
+        before = file_stats(spark, path, small)
+        zorder = settings.maintenance.zorder.get(spec.key, ())
+        removed = 0
+        if optimize:
+            builder = table.optimize()
+            report = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
+            row = report.select("metrics.numFilesRemoved").first()
+            removed = int(row[0] or 0) if row is not None else 0
+        deleted = state_deleted = 0
+        if vacuum:
+            deleted = _vacuum(spark, table, hours)
+            state_deleted = delete_old_state(spark, spec.checkpoint(settings),
+                                             state_versions_to_retain(spark))
+        after = file_stats(spark, path, small)
+        results.append(TableMaintenance(spec.key, before, after, zorder, removed, deleted,
+                                        state_deleted))
+        log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d, "
+                 "old state %d", spec.key, before.files, before.small_files, after.files,
+                 after.small_files, deleted, state_deleted)
+    return results
+
+
+_MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
+# A state store's version files: RocksDB snapshots (``<version>.zip``, or with a unique id
+# ``<version>_<id>.zip``) and changelogs.
+_STATE_VERSION_FILE = re.compile(r"^\d+(_[0-9a-fA-F-]+)?\.(zip|changelog)$")
+
+
+def state_versions_to_retain(spark: SparkSession) -> int:
+    """How many of the newest state versions a checkpoint keeps: Spark's own setting (100)."""
+    return int(spark.conf.get(_MIN_BATCHES_TO_RETAIN, "100") or 100)
+
+
+def delete_old_state(spark: SparkSession, checkpoint: str, retain: int) -> int:
+    """Delete the state versions of ``checkpoint``'s RocksDB stores older than the newest
+    ``retain``, and the SST files only they used; how many files went.
+
+    Each store (per operator, partition and store name) is cleaned by Spark's own
+    ``RocksDBFileManager.deleteOldVersions``, what its maintenance thread calls. A checkpoint
+    without state, or with another provider's state, is left as it is.
+    """
+    if retain < 1:
+        raise ValueError(f"at least the newest state version must be kept, got {retain}")
+    if not path_exists(spark, f"{checkpoint}/state"):
+        return 0
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    local = tempfile.mkdtemp(prefix="medallion-state-")  # where the manager unzips metadata
+    deleted = 0
+    try:
+        for store in _rocksdb_stores(spark, f"{checkpoint}/state"):
+            before = _count_files(spark, store)
+            manager = jvm.org.apache.spark.sql.execution.streaming.state.RocksDBFileManager(
+                store, jvm.java.io.File(local), hadoop_conf, "lz4", "medallion maintain")
+            manager.deleteOldVersions(retain, 0)
+            deleted += before - _count_files(spark, store)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    return deleted
+
+
+def _rocksdb_stores(spark: SparkSession, folder: str, depth: int = 0) -> Iterator[str]:
+    """The RocksDB store folders under a checkpoint's ``state``: ``<operator>/<partition>``, and
+    ``<operator>/<partition>/<store>`` for an operator with several stores (a join)."""
+    fs, path = hadoop_path(spark, folder)
+    entries = fs.listStatus(path)
+    if any(e.isFile() and _STATE_VERSION_FILE.match(e.getPath().getName()) for e in entries):
+        yield folder
+        return
+    if depth < 3:
+        for entry in entries:
+            name = entry.getPath().getName()
+            if entry.isDirectory() and not name.startswith(("_", ".")) and name != "SSTs":
+                yield from _rocksdb_stores(spark, f"{folder}/{name}", depth + 1)
+
+
+def _count_files(spark: SparkSession, folder: str) -> int:
+    """Files under ``folder`` (checksum files aside)."""
+    fs, path = hadoop_path(spark, folder)
+    files, found = fs.listFiles(path, True), 0
+    while files.hasNext():
+        found += not files.next().getPath().getName().endswith(".crc")
+    return found
+
+
+def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
+    """VACUUM ``table``; Delta's own safety check is lifted only for an allowed short retention."""
+    short = hours < DEFAULT_VACUUM_RETENTION_HOURS
+    previous = spark.conf.get(_RETENTION_CHECK, "true")
+    if short:
+        spark.conf.set(_RETENTION_CHECK, "false")
+    try:
+        before = table.history(1).select("version").first()
+        table.vacuum(float(hours))
+        # VACUUM END commits numDeletedFiles in its operation metrics.
+        ends = (table.history().where(f"version > {before[0] if before else -1}")
+                .where("operation = 'VACUUM END'").select("operationMetrics").collect())
+        return sum(int((row[0] or {}).get("numDeletedFiles", 0)) for row in ends)
+    finally:
+        if short:
+            spark.conf.set(_RETENTION_CHECK, previous or "true")
+
+
+_COLUMNS = ("table", "files before", "small before", "files after", "small after", "vacuumed",
+            "old state", "z-order")
+
+
+def format_maintenance(results: Sequence[TableMaintenance]) -> str:
+    """A fixed-width table of file counts before and after, one line per table."""
+    rows = [(r.table, str(r.before.files), str(r.before.small_files), str(r.after.files),
+             str(r.after.small_files), str(r.files_deleted_by_vacuum), str(r.state_files_deleted),
+             ",".join(r.zorder) or "-")
+            for r in results]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+              for i, c in enumerate(_COLUMNS)]
+    lines = ["  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(_COLUMNS, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) if i in (0, 7) else v.rjust(w)
+                        for i, (v, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    return "\n".join(lines)

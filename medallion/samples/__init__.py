@@ -1,0 +1,1 @@
+"""Sample data: generated events for the landing zone and for Kafka topics."""
