@@ -333,8 +333,8 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    from medallion.engine.streaming import describe_failure
     from medallion.errors import JobError
+    from medallion.io.failures import describe_failure
     from medallion.pipeline.sql import split_statements
     from medallion.serving.query import print_result, spark_sql_shell
     from medallion.spark.session import build_session
@@ -717,7 +717,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         # Spark refused what no command wraps (its session's start: a setting it cannot take):
         # one line with the JVM's root cause; the traceback with -v.
-        from medallion.engine.streaming import describe_failure
+        from medallion.io.failures import describe_failure
 
         if args.verbose:
             logging.getLogger(__name__).exception("medallion %s", args.command)

@@ -28,7 +28,6 @@ import contextlib
 import fnmatch
 import logging
 import os
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
@@ -40,11 +39,10 @@ from medallion.config import S3Settings, Trigger, TriggerKind
 from medallion.io.checkpoints import batch_numbers, read_log_file
 from medallion.io.hadoopfs import folder_names, hadoop_path, is_checksum_file, path_exists
 from medallion.io.s3 import is_s3, parse_s3, s3_client
-from medallion.io.sources.delta import between_versions, version_read
+from medallion.io.sources.delta import between_versions, newest_table_version, version_read
 
 log = logging.getLogger(__name__)
 
-_COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -65,12 +63,6 @@ class FolderInput:
 
 
 StreamInput = DeltaInput | FolderInput
-
-
-def newest_table_version(spark: SparkSession, path: str) -> int:
-    """The newest commit of the Delta table at ``path`` (-1: none), from its log's file names."""
-    return max((int(m.group(1)) for name in folder_names(spark, f"{path}/_delta_log")
-                if (m := _COMMIT_FILE.fullmatch(name))), default=-1)
 
 
 def _delta_caught_up(spark: SparkSession, source: DeltaInput, offset: dict) -> bool:

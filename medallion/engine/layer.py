@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from medallion.engine.streaming import RunningQuery, failing_as
+from medallion.engine.streaming import RunningQuery
 from medallion.errors import InputRefused
+from medallion.io.failures import failing_as
 from medallion.io.sinks.delta import TableToMake, ensure_tables
 from medallion.io.sinks.evolution import align_tables
 

@@ -31,7 +31,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.config import KafkaPublish, KafkaSettings, Settings, Trigger, declared_tables
-from medallion.engine.streaming import JobError, RunningQuery, root_cause
+from medallion.engine.streaming import JobError, RunningQuery
+from medallion.io.failures import root_cause
 from medallion.io.hadoopfs import path_exists
 from medallion.io.sinks.delta import with_trigger
 from medallion.io.sources.kafka import kafka_client_options

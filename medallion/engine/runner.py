@@ -25,11 +25,11 @@ from medallion.engine.streaming import (
     RunningQuery,
     TableRun,
     await_all,
-    describe_failure,
     serve,
     service,
 )
 from medallion.errors import InputRefused
+from medallion.io.failures import describe_failure
 from medallion.io.tables import undeclared_tables
 from medallion.quality.evaluate import load_great_expectations_soon
 from medallion.quality.spec import declared_expectations

@@ -47,7 +47,7 @@ from medallion.engine.bronze.job import bronze_spec, landing_folder
 from medallion.engine.bronze.transforms import shape_bronze
 from medallion.engine.gold.compile import latest_per_key
 from medallion.engine.gold.job import GoldFlow, gold_flows
-from medallion.engine.idle import files_under, newest_table_version
+from medallion.engine.idle import files_under
 from medallion.engine.publish import publish_checkpoint
 from medallion.engine.streaming import RunningQuery, TableRun, await_all
 from medallion.io.catalog import has_entry
@@ -55,7 +55,7 @@ from medallion.io.checkpoints import emitted_watermark
 from medallion.io.hadoopfs import delete_path
 from medallion.io.sinks.delta import ensure_table, guard_checkpoint, with_trigger
 from medallion.io.sinks.evolution import check_declared_state, state_definition
-from medallion.io.sources.delta import read_table
+from medallion.io.sources.delta import newest_table_version, read_table
 from medallion.io.sources.files import read_landing
 from medallion.io.tables import (
     QUALITY_RESULTS,

@@ -11,12 +11,12 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.engine.idle import newest_table_version
 from medallion.engine.layer import PlannedQuery, start_layer
 from medallion.engine.streaming import RunningQuery
 from medallion.errors import JobError
 from medallion.io.catalog import register_table
 from medallion.io.sinks.delta import ensure_table, ensure_tables
+from medallion.io.sources.delta import newest_table_version
 from medallion.io.tables import QUALITY_RESULTS, TableSpec
 from tests.conftest import make_settings
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.engine.idle import newest_table_version
 from medallion.io.sinks.delta import never_written, rows_written_since
+from medallion.io.sources.delta import newest_table_version
 
 
 def test_version_and_rows_written_since_follow_the_commits(

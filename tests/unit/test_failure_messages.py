@@ -8,7 +8,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.engine.streaming import describe_failure, python_error
+from medallion.io.failures import describe_failure, python_error
 
 # As Spark 4 reports a foreachBatch function's exception (shortened: the query's plan follows).
 SPARK_TEXT = """[STREAM_FAILED] Query [id = 1b60, runId = 13e8] terminated with exception: \

@@ -23,7 +23,6 @@ from medallion.engine.idle import (
     ListedFile,
     file_source_log_batch,
     location,
-    newest_table_version,
     skippable,
 )
 from medallion.engine.layer import PlannedQuery, start_layer
@@ -39,6 +38,7 @@ from medallion.io.sinks.delta import (
     rows_written_since,
     with_trigger,
 )
+from medallion.io.sources.delta import newest_table_version
 from medallion.io.sources.files import (
     csv_charset,
     csv_header,

@@ -31,7 +31,7 @@ from medallion.engine.gold.compile import (
     latest_per_key,
 )
 from medallion.engine.gold.joinbatch import JoinBatches, join_stream, retire_join_state
-from medallion.engine.idle import DeltaInput, newest_table_version, skippable
+from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, start_layer
 from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
 from medallion.io.checkpoints import plan_watermark_batch
@@ -50,7 +50,7 @@ from medallion.io.sinks.delta import (
     with_trigger,
 )
 from medallion.io.sinks.evolution import keep_declared_state, state_definition
-from medallion.io.sources.delta import read_table_stream
+from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 from medallion.pipeline.model import GoldSpec, PipelineSpec
 from medallion.quality.gate import QualityGate, with_quarantine_time

@@ -19,7 +19,7 @@ from functools import partial
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config import Settings, Trigger
-from medallion.engine.idle import DeltaInput, newest_table_version, skippable
+from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, start_layer
 from medallion.engine.silver.compile import (
     BatchTimes,
@@ -40,7 +40,7 @@ from medallion.io.sinks.delta import (
     txn_app_id,
     with_trigger,
 )
-from medallion.io.sources.delta import read_table, read_table_stream
+from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
 from medallion.quality.gate import QualityGate

@@ -29,8 +29,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.config import S3Settings, Trigger, TriggerKind
-from medallion.engine.idle import newest_table_version
-from medallion.engine.streaming import failing_as
 from medallion.errors import CheckpointError
 from medallion.io.catalog import clear_stale_entry, documented_schema, table_comment
 from medallion.io.checkpoints import (
@@ -39,6 +37,7 @@ from medallion.io.checkpoints import (
     check_state,
     inspect_checkpoint,
 )
+from medallion.io.failures import failing_as
 from medallion.io.hadoopfs import delete_path, hadoop_path, path_exists, read_text
 from medallion.io.sinks.rows import (
     NotAppended,
@@ -46,6 +45,7 @@ from medallion.io.sinks.rows import (
     delta_rs_can_write,
     location_for_writing,
 )
+from medallion.io.sources.delta import newest_table_version
 from medallion.io.tables import TableSpec
 from medallion.pipeline.model import TableDoc
 
