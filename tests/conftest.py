@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, load_settings
+from medallion.project import Settings, load_settings
 from medallion.spark.session import build_session
 from tests.kafka_broker import Broker
 

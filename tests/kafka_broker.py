@@ -14,8 +14,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from medallion.config import Settings
 from medallion.pipeline.model import SourceFormat
+from medallion.project import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 BROKER_SH = REPO / "infra" / "kafka" / "broker.sh"

@@ -9,8 +9,8 @@ from decimal import Decimal
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
+from medallion.project import Settings
 from tests.events_tables import (
     BRONZE_EVENTS,
     GOLD_EVENT_COUNTS_5M,

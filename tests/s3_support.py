@@ -19,9 +19,9 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, load_settings
 from medallion.io.s3 import s3_client
 from medallion.ops.infra.s3proxy import S3ProxyServer
+from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,7 +161,7 @@ def table_rows(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[
 def local_reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
                     ) -> tuple[list[Path], dict[str, list[tuple[Any, ...]]]]:
     """The sample's files, and the tables one clean run on the local file system produces."""
-    from medallion.config import Trigger
+    from medallion.config.model import Trigger
     from medallion.engine.runner import Layer, run_pipeline
 
     root = tmp_path_factory.mktemp("local-reference")

@@ -13,8 +13,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from types import FrameType
 
-from medallion.config import ConfigError, Metastore, Settings, load_settings
-from medallion.durations import parse_instant
+from medallion.config.durations import parse_instant
+from medallion.config.model import Metastore
+from medallion.errors import ConfigError
+from medallion.project import Settings, load_settings
 
 log = logging.getLogger("medallion")
 
@@ -535,7 +537,7 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
 
 def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.cli.summary import format_summary
-    from medallion.config import Trigger
+    from medallion.config.model import Trigger
     from medallion.engine.runner import Layer, run_pipeline
     from medallion.io.hadoopfs import path_exists
     from medallion.ops import backfill as bf
@@ -588,7 +590,7 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.config import check_spark_setting
+    from medallion.config.load import check_spark_setting
     from medallion.ops.submit import format_command, submit_argv, submit_env
 
     extra = {}

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from medallion.config import DEFAULT_ENV, ENV_VAR_ENV, default_conf_dir
+from medallion.config.load import default_conf_dir
+from medallion.config.model import DEFAULT_ENV, ENV_VAR_ENV
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.render import render_graph
 from medallion.pipeline.validate import check_pipelines

@@ -35,7 +35,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
-from medallion.config import S3Settings, Trigger, TriggerKind
+from medallion.config.model import S3Settings, Trigger, TriggerKind
 from medallion.io.checkpoints import batch_numbers, read_log_file
 from medallion.io.hadoopfs import folder_names, hadoop_path, is_checksum_file, path_exists
 from medallion.io.s3 import is_s3, parse_s3, s3_client

@@ -33,10 +33,10 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from medallion.config import Settings
 from medallion.engine.live import BatchCallback
 from medallion.io.sinks.delta import append_rows, ensure_table, marked_since, seen_version
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.project import Settings
 from medallion.spark.session import counts_state_rows
 
 log = logging.getLogger(__name__)

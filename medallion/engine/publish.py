@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from medallion.config import KafkaPublish, KafkaSettings, Settings, Trigger, declared_tables
+from medallion.config.model import KafkaPublish, KafkaSettings, Trigger
 from medallion.engine.streaming import JobError, RunningQuery
 from medallion.io.failures import root_cause
 from medallion.io.hadoopfs import path_exists
@@ -38,6 +38,7 @@ from medallion.io.sinks.delta import with_trigger
 from medallion.io.sources.kafka import kafka_client_options
 from medallion.io.tables import TableSpec
 from medallion.pipeline.model import OutputMode
+from medallion.project import Settings, declared_tables
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger, TriggerKind
+from medallion.config.model import Trigger, TriggerKind
 from medallion.engine.bronze.job import start_bronze
 from medallion.engine.gold.job import gold_waves, start_gold
 from medallion.engine.live import BatchCallback
@@ -31,6 +31,7 @@ from medallion.engine.streaming import (
 from medallion.errors import InputRefused
 from medallion.io.failures import describe_failure
 from medallion.io.tables import undeclared_tables
+from medallion.project import Settings
 from medallion.quality.evaluate import load_great_expectations_soon
 from medallion.quality.spec import declared_expectations
 from medallion.spark.session import leave_termination_to_the_driver

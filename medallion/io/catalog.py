@@ -30,12 +30,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from medallion.config import Metastore, Settings
+from medallion.config.model import Metastore, ViewSpec
 from medallion.io.hadoopfs import path_exists, read_text, write_text
 from medallion.io.locks import LakehouseBusyError, hold
 from medallion.io.tables import TableSpec, lakehouse_tables
 from medallion.pipeline.model import TableDoc
-from medallion.pipeline.views import ViewSpec
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

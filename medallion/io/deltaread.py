@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from medallion.config import S3Settings, Settings
+from medallion.config.model import S3Settings
 from medallion.io.s3 import is_s3, parse_s3
+from medallion.project import Settings
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from medallion.config import S3Settings
+from medallion.config.model import S3Settings
 
 S3_SCHEMES = ("s3a://", "s3://", "s3n://")
 
@@ -71,7 +71,7 @@ def error_code(exc: BaseException) -> str:
 
 def sse_arguments(s3: S3Settings) -> dict[str, str]:
     """Per-request server-side encryption arguments for put/upload calls."""
-    from medallion.config import SseAlgorithm
+    from medallion.config.model import SseAlgorithm
 
     if s3.sse is SseAlgorithm.SSE_S3:
         return {"ServerSideEncryption": "AES256"}

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from medallion.config import Settings, declared_tables
 from medallion.pipeline.model import TableDecl
+from medallion.project import Settings, declared_tables
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,8 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import KafkaPublish, Settings, Trigger, parse_duration_seconds
+from medallion.config.durations import parse_duration_seconds
+from medallion.config.model import KafkaPublish, Trigger
 from medallion.engine.bronze.job import bronze_spec, landing_folder
 from medallion.engine.bronze.transforms import shape_bronze
 from medallion.engine.gold.compile import latest_per_key
@@ -72,6 +73,7 @@ from medallion.pipeline.model import (
     SourceSpec,
     WindowKind,
 )
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from medallion.config import Settings
 from medallion.io.s3 import S3Location, error_code, is_s3, parse_s3, s3_client, sse_arguments
 from medallion.pipeline.model import SourceFormat, SourceSpec
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

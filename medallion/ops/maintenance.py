@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config import DEFAULT_VACUUM_RETENTION_HOURS, Settings
+from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS
 from medallion.io.hadoopfs import hadoop_path, path_exists
 from medallion.io.tables import TableSpec, lakehouse_tables
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

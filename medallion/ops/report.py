@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from medallion.config import Settings
 from medallion.io.tables import QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
 from medallion.pipeline.model import GoldSpec, WindowKind
+from medallion.project import Settings
 
 Series = Mapping[str, Sequence[tuple[float, float]]]  # name -> [(x, y)]
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from medallion.config import Settings
 from medallion.io.deltaread import DeltaReader, read_rows, table_facts
 from medallion.io.tables import (
     QUERY_PROGRESS,
@@ -24,6 +23,7 @@ from medallion.io.tables import (
     time_columns,
     undeclared_tables,
 )
+from medallion.project import Settings
 
 
 @dataclass(frozen=True)

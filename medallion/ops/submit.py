@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from medallion.config import Settings
+from medallion.project import Settings
 from medallion.redact import quote_command, redact_argv
 from medallion.spark.session import BASE_CONF, DELTA_CONF, jvm_packages, resolution_conf, state_store_conf
 

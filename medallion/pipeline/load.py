@@ -19,7 +19,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from medallion.durations import parse_duration_seconds
+from medallion.config.durations import parse_duration_seconds
+from medallion.config.load import PIPELINES_DIR, landing_folder_problem
+from medallion.config.model import ViewSpec
+from medallion.config.yamlfiles import Origins, read_yaml
 from medallion.errors import ConfigError
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.model import (
@@ -55,10 +58,7 @@ from medallion.pipeline.model import (
     WindowSpec,
 )
 from medallion.pipeline.types import SqlType, TypeNameError, parse_type, struct_field_names
-from medallion.pipeline.views import ViewSpec
-from medallion.yamlfiles import Origins, read_yaml
 
-PIPELINES_DIR = "pipelines"
 DEFAULT_WATERMARK = "10 minutes"
 _PYTHON_STEP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # Characters Delta refuses in column names, nested ones included (without column mapping).
@@ -89,21 +89,6 @@ _WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
 _AGGREGATE_KEYS = {"function", "column", "default"}
 _EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
 
-
-_FOLDER_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def landing_folder_problem(value: str) -> str | None:
-    """Why ``value`` is not a folder under the landing zone (None when it is one): plain names
-    only, so that a source reads no folder outside the zone (``/etc``, ``../other-team``)."""
-    if value.startswith("/"):
-        return (f"{value!r} is not a folder under the landing zone: give it relative to the zone "
-                f"({value.strip('/')!r} is <landing>/{value.strip('/')})")
-    if all(_FOLDER_PART.match(part) for part in value.rstrip("/").split("/")):
-        return None
-    return (f"{value!r} is not a folder under the landing zone: each part must be letters, "
-            "digits, '.', '_' or '-', not start with '.' or '_' (Spark skips those as hidden), "
-            "and neither '..' nor ':' is allowed")
 
 
 def pipeline_files(conf_dir: Path) -> list[Path]:

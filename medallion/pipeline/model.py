@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from medallion.config.model import ViewSpec
 from medallion.pipeline.types import (
     BIGINT,
     INT,
@@ -36,7 +37,6 @@ from medallion.pipeline.types import (
     avg_type,
     sum_type,
 )
-from medallion.pipeline.views import ViewSpec
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

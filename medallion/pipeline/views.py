@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from medallion.pipeline.sql import read_tables
 
@@ -21,15 +20,6 @@ ENGINE_SCHEMAS = ("monitoring", "quality")
 LAYER_SCHEMAS = ("bronze", "silver", "gold")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 _QUERY = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """A view kept in the catalog, ``<schema>.<name>``, defined by a SELECT over the tables."""
-
-    name: str
-    sql: str
-    comment: str | None = None
 
 
 def name_problem(name: str, tables: Collection[str]) -> str | None:

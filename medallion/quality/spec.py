@@ -44,7 +44,7 @@ from medallion.pipeline.model import (
 from medallion.spark.usercache import cache_folder
 
 if TYPE_CHECKING:
-    from medallion.config import Settings
+    from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

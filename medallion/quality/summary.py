@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from medallion.config import Settings
+from medallion.project import Settings
 
 Row = dict[str, Any]
 

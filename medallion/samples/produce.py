@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from medallion.config import KafkaProtocol, KafkaSecurity, KafkaSettings
+from medallion.config.model import KafkaProtocol, KafkaSecurity, KafkaSettings
 from medallion.samples.generate import GenerateSpec, generate_event_lines
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from typing import TextIO
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.config import Metastore, Settings
+from medallion.config.model import Metastore
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from medallion.config import Settings, ThriftAuth, ThriftSettings
+from medallion.config.model import ThriftAuth, ThriftSettings
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

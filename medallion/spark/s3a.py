@@ -17,13 +17,9 @@ from importlib.metadata import version
 
 from pyspark.sql import SparkSession
 
-from medallion.config import (
-    DeltaLogStore,
-    S3Settings,
-    Settings,
-    SseAlgorithm,
-    bundled_hadoop_version,
-)
+from medallion.config.load import bundled_hadoop_version
+from medallion.config.model import DeltaLogStore, S3Settings, SseAlgorithm
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 

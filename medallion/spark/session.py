@@ -23,8 +23,9 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from medallion.config import Metastore, Settings
+from medallion.config.model import Metastore
 from medallion.io.catalog import check_catalog_free, prepare_catalog
+from medallion.project import Settings
 from medallion.spark.jvm_archive import ArchivePlan, archive_plan
 from medallion.spark.s3a import apply_hadoop_conf, s3_packages, s3a_conf
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from medallion.config import load_settings
+from medallion.project import load_settings
 from medallion.spark.session import build_session, kafka_connector
 
 

@@ -26,11 +26,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, load_settings
 from medallion.engine.idle import files_under
 from medallion.io.hadoopfs import hadoop_path
 from medallion.io.s3 import s3_client
 from medallion.ops.infra.s3proxy import S3ProxyServer
+from medallion.project import Settings, load_settings
 from medallion.spark.session import build_session
 from tests.s3_support import write_overlay
 

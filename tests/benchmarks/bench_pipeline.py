@@ -63,12 +63,13 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
-from medallion.config import Metastore, Settings, Trigger, load_settings
+from medallion.config.model import Metastore, Trigger
 from medallion.engine.gold.job import gold_flows, start_flow
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import TableRun, await_all
 from medallion.io.catalog import record_run_creations
 from medallion.io.hadoopfs import delete_path
+from medallion.project import Settings, load_settings
 from medallion.quality.evaluate import load_great_expectations
 from medallion.quality.spec import check_expectations
 from medallion.samples.generate import GenerateSpec, generate_landing

@@ -28,9 +28,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import SILVER_BATCH_METRICS
+from medallion.project import Settings, load_settings
 from medallion.quality.evaluate import evaluate_batch
 from medallion.quality.spec import build_expectation, check_expectations
 from medallion.samples.generate import GenerateSpec, generate_landing

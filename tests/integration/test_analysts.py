@@ -27,8 +27,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from medallion.serving import thrift
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M

@@ -24,8 +24,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
+from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.config import Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import QUALITY_RESULTS, TableSpec
+from medallion.project import load_settings
 from tests.conf_support import copy_base_conf
 
 ORDERS = Path(__file__).resolve().parents[1] / "unit" / "pipeline_fixtures" / "pipelines" / "orders.yaml"

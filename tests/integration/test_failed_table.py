@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.errors import JobError
 from medallion.io.tables import RUN_OUTCOMES
+from medallion.project import load_settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from medallion.samples.generate import write_atomically
 from tests.events_tables import SILVER_QUARANTINE
 

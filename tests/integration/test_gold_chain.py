@@ -17,10 +17,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.config import Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import TableSpec
 from medallion.ops.backfill import BackfillError, plan_backfill
+from medallion.project import load_settings
 from tests.conf_support import copy_base_conf
 
 TAPS = """

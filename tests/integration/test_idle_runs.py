@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.gold.job import gold_flows
 from medallion.engine.idle import DeltaInput, FolderInput, FolderLook, nothing_new, skippable
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
 

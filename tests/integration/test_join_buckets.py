@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings
 from medallion.engine.gold.compile import compile_join
+from medallion.project import Settings
 from tests.events_tables import SILVER_EVENTS
 
 START = datetime(2025, 1, 27, 8, 0, tzinfo=timezone.utc)  # a bucket starts at every even hour

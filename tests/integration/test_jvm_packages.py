@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import load_settings
+from medallion.project import load_settings
 from medallion.spark.session import IVY_HOME_ENV, jvm_packages, resolved_jars
 from tests.conftest import REPO
 

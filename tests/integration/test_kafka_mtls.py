@@ -20,8 +20,10 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from medallion.config import ConfigError, Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.errors import ConfigError
+from medallion.project import Settings, load_settings
 from medallion.samples.produce import ProduceError, producer_config, send_lines
 from tests.events_tables import BRONZE_EVENTS_KAFKA
 from tests.kafka_broker import Broker

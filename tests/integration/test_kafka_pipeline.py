@@ -16,9 +16,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from medallion.config import KafkaPublish, Settings
+from medallion.config.model import KafkaPublish
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import TableRun
+from medallion.project import Settings
 from medallion.samples.produce import producer_config, send_lines
 from tests.conftest import make_settings
 from tests.kafka_broker import Broker, with_kafka_topics

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import KafkaPublish, Trigger
+from medallion.config.model import KafkaPublish, Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.errors import JobError

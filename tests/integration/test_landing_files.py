@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from medallion.config import S3Settings, Settings, Trigger, load_settings
+from medallion.config.model import S3Settings, Trigger
 from medallion.engine.idle import FolderInput, FolderLook, files_under, location, nothing_new
 from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
 from medallion.errors import InputRefused, JobError
@@ -39,6 +39,7 @@ from medallion.ops.backfill import landing_files_between
 from medallion.ops.landing import LandingError, refuse_misfit
 from medallion.pipeline.model import Field
 from medallion.pipeline.types import parse_type
+from medallion.project import Settings, load_settings
 from medallion.samples.generate import write_atomically
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO

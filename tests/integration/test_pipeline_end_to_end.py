@@ -10,10 +10,11 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.io.tables import RUN_RECORDS
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
 from tests.events_tables import ALL_TABLES
 from tests.lakehouse_views import assert_matches_model, snapshot

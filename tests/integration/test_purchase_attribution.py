@@ -16,11 +16,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.gold.job import UpsertWriter, flow_tables, gold_flows
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.sinks.delta import ensure_table
 from medallion.io.sources.delta import read_table_stream
+from medallion.project import Settings
 from tests.events_tables import SILVER_EVENTS
 
 TABLE = "gold/purchase_attribution"

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import JobError
 from medallion.io.sinks.delta import path_exists
 from medallion.io.sources.delta import newest_table_version
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, quarantine_of
+from medallion.project import Settings, load_settings
 from medallion.samples.generate import write_atomically
 from tests.conf_support import REPO_CONF, copy_base_conf
 from tests.conftest import make_settings

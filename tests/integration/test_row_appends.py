@@ -13,10 +13,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 import medallion.io.sinks.delta as delta_sink
-from medallion.config import S3Settings, Settings
+from medallion.config.model import S3Settings
 from medallion.io.sinks.delta import append_rows, ensure_table
 from medallion.io.sinks.rows import NotAppended
 from medallion.io.tables import RUN_OUTCOMES
+from medallion.project import Settings
 from medallion.spark.session import build_session
 from tests.conftest import make_settings
 from tests.s3_support import S3SettingsFactory
@@ -164,7 +165,7 @@ def test_rows_on_s3_are_a_delta_rs_commit_and_a_stale_writer_takes_the_next_vers
 
 def test_a_dynamodb_log_store_keeps_the_appends_in_spark(tmp_path: Path) -> None:
     """Spark's commits take their turn through the DynamoDB table; a conditional put would not."""
-    from medallion.config import DeltaLogStore
+    from medallion.config.model import DeltaLogStore
     from medallion.io.sinks.rows import delta_rs_can_write
 
     arbitrated = S3Settings(delta_log_store=DeltaLogStore.DYNAMODB)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 
 PIPELINE = """\

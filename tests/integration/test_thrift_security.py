@@ -26,7 +26,7 @@ import pyspark
 import pytest
 from deltalake import write_deltalake
 
-from medallion.config import Settings, load_settings
+from medallion.project import Settings, load_settings
 from medallion.serving import thrift
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO

@@ -14,8 +14,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
 from tests.conftest import REPO
 from tests.events_tables import GOLD_EVENT_COUNTS_5M, GOLD_USER_ACTIVITY_SLIDING, SILVER_EVENTS

@@ -13,11 +13,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from medallion.ops.maintenance import RetentionError, check_retention, maintain
 from medallion.ops.status import collect_status
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO

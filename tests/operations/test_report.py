@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings
 from medallion.io.tables import QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
 from medallion.ops.report import write_report
 from medallion.ops.report_check import find_chromium, render
+from medallion.project import Settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 
 T0 = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)

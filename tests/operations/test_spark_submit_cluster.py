@@ -24,8 +24,9 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Paths, Settings, Trigger
+from medallion.config.model import Paths, Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import REPO_CONF, copy_base_conf
 from tests.conftest import REPO

@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.gold.job import gold_flows
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.errors import CheckpointError
 from medallion.io.tables import SILVER_BATCH_METRICS
 from medallion.ops.maintenance import delete_old_state, maintain
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
 from tests.lakehouse_views import rows, snapshot

@@ -18,9 +18,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.errors import CheckpointError
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
@@ -89,7 +90,7 @@ def wait_then_kill(run: subprocess.Popen[bytes], planned: Path, delay: float) ->
 
 
 def make_settings_at(lakehouse: Path, landing: Path, conf: Path) -> Settings:
-    from medallion.config import load_settings
+    from medallion.project import load_settings
 
     return load_settings(env="local", conf_dir=conf, landing=str(landing), lakehouse=str(lakehouse))
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
+from medallion.project import Settings
 from tests.conftest import REPO
 from tests.integration.test_declaration_changes import HEADER, _edit
 from tests.reliability.test_crash_recovery import (

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import TableSpec
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS, SILVER_QUARANTINE
 

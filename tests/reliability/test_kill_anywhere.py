@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS
 from medallion.samples.generate import GenerateSpec, generate_landing

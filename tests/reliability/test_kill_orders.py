@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
+from medallion.project import Settings
 from tests.conftest import REPO
 from tests.lakehouse_views import table_rows
 from tests.reliability.test_crash_recovery import (

@@ -20,9 +20,10 @@ from pyspark.sql import SparkSession
 
 import medallion.engine.gold.job as gold_job
 import medallion.engine.silver.job as silver_job
-from medallion.config import Settings, Trigger, load_settings
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS
+from medallion.project import Settings, load_settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO
 from tests.events_tables import SILVER_EVENTS

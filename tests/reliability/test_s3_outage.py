@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.engine.streaming import JobError
 from medallion.io.s3 import parse_s3, s3_client

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.runner import Layer, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO
 from tests.lakehouse_views import snapshot, table_rows

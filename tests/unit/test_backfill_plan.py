@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from medallion.config import KafkaPublish, Settings
+from medallion.config.model import KafkaPublish
 from medallion.ops.backfill import BackfillError, plan_backfill
+from medallion.project import Settings
 
 METRICS = {"monitoring/silver_batches"}  # shared by every silver table
 SILVER = {"silver/events", "silver/events_quarantine"}

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, Metastore, ThriftAuth, load_settings
+from medallion.config.model import Metastore, ThriftAuth
+from medallion.errors import ConfigError
+from medallion.project import load_settings
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M, SILVER_QUARANTINE
@@ -81,12 +83,9 @@ catalog:
 @pytest.mark.parametrize(("local", "key", "words"), [
     ("catalog: {metastore: hive}\n", "catalog.metastore", "not one of embedded, external"),
     ("catalog: {metastore: external}\n", "catalog.metastore_uris", "thrift://"),
-    # Comments moved to the tables' declarations: the old key is refused, saying where it went.
+    # Comments are declared with their tables: an unknown key like any other.
     ("catalog: {tables: {gold.event_counts_5m: {comment: x}}}\n", "catalog.tables",
-     "gold.event_counts_5m -> gold.event_counts_5m.comment and gold.event_counts_5m.column_comments"
-     " (was columns) in {conf}/pipelines/events.yaml (or its overlay events.local.yaml)"),
-    ("catalog: {tables: {gold.nope: {comment: x}}}\n", "catalog.tables",
-     "gold.nope: no pipeline declares this table"),
+     "unknown key (known keys: metastore, metastore_uris, views)"),
     ("catalog: {views: {daily: {sql: SELECT 1}}}\n", "catalog.views.daily", "catalog name"),
     ("catalog: {views: {gold.x: {sql: DROP TABLE gold.user_sessions}}}\n",
      "catalog.views.gold.x.sql", "single SELECT"),

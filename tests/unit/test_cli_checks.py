@@ -47,8 +47,8 @@ def test_run_refuses_an_undeclared_pipeline_before_spark_starts(
 
 
 def test_narrowing_to_a_pipeline_keeps_its_tables_and_publish_entries_only(tmp_path: Path) -> None:
-    from medallion.config import load_settings
     from medallion.io.tables import lakehouse_tables
+    from medallion.project import load_settings
 
     conf = tmp_path / "conf"
     copy_base_conf(conf)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, Trigger, TriggerKind, load_settings
+from medallion.config.model import Trigger, TriggerKind
+from medallion.errors import ConfigError
+from medallion.project import load_settings
 from tests.conf_support import copy_pipelines
 from tests.conftest import REPO
 

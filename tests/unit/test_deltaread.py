@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from medallion.cli.main import main
-from medallion.config import S3Settings, Settings
+from medallion.config.model import S3Settings
 from medallion.io.deltaread import (
     DeltaReader,
     DeltaReadError,
@@ -25,6 +25,7 @@ from medallion.io.deltaread import (
 )
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES, undeclared_tables
 from medallion.ops.status import collect_status, format_status, state_bytes
+from medallion.project import Settings
 from medallion.quality.summary import summarise
 from medallion.serving.grid import show_string
 from tests.conftest import REPO, make_settings

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, load_settings
+from medallion.errors import ConfigError
 from medallion.ops.landing import LandingError, land_files
+from medallion.project import load_settings
 from tests.s3_support import write_overlay
 
 pytestmark = pytest.mark.usefixtures("clean_medallion_env")

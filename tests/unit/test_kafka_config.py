@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, KafkaProtocol, ReadFrom, load_settings
+from medallion.config.model import KafkaProtocol, ReadFrom
+from medallion.errors import ConfigError
 from medallion.io.sources.kafka import (
     describe_data_loss,
     describe_kafka_failure,
     kafka_client_options,
 )
+from medallion.project import load_settings
 from medallion.spark.session import kafka_packages
 from tests.conf_support import copy_base_conf
 

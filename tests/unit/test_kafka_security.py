@@ -12,8 +12,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from medallion.config import ConfigError, KafkaProtocol, load_settings
+from medallion.config.model import KafkaProtocol
+from medallion.errors import ConfigError
 from medallion.io.sources.kafka import kafka_client_options
+from medallion.project import load_settings
 from medallion.samples.produce import ProduceError, producer_config
 from tests.s3_support import write_overlay
 

@@ -29,9 +29,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from medallion.config import Settings, load_settings
 from medallion.io.sources.files import csv_header, header_differs, parquet_misfits
 from medallion.ops.landing import LandingError, land_files, source_of
+from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 from tests.conftest import make_settings
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
 
-from medallion.config import Settings, load_settings
 from medallion.engine.monitoring import BACKPRESSURE_BATCHES, ProgressCollector
+from medallion.project import Settings, load_settings
 from tests.conftest import REPO
 
 QUERY_ID, RUN_ID = str(uuid.uuid4()), str(uuid.uuid4())

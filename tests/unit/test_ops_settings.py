@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, load_settings
+from medallion.errors import ConfigError
 from medallion.ops.submit import format_command, submit_argv
+from medallion.project import load_settings
 from medallion.spark.session import DELTA_CONF, counts_state_rows, session_conf
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
@@ -49,12 +50,12 @@ def test_zorder_of_an_unknown_column_names_the_key_and_the_file(tmp_path: Path) 
     assert error.value.source == str(overlay)
 
 
-def test_the_former_maintenance_zorder_is_refused_saying_where_it_goes(tmp_path: Path) -> None:
+def test_zorder_in_the_settings_is_an_unknown_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_settings(env="local", conf_dir=conf_dir(
             tmp_path, "maintenance:\n  zorder:\n    silver/events: [user_id]\n"))
     assert error.value.key == "maintenance.zorder"
-    assert "silver/events -> silver.events.zorder in" in str(error.value)
+    assert "unknown key (known keys: small_file_mb, vacuum_retention)" in str(error.value)
 
 
 @pytest.mark.parametrize(("overlay", "key"), [

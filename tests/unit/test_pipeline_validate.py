@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+from medallion.config.model import ViewSpec
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import PipelineSpec
 from medallion.pipeline.validate import validate
-from medallion.pipeline.views import ViewSpec
 
 EVENTS = Path(__file__).resolve().parents[2] / "conf" / "pipelines" / "events.yaml"
 Tree = dict[str, Any]

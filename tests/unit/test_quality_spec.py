@@ -1,5 +1,5 @@
 """Expectations declared with their tables: the gates they make, pipeline overlays by name, and
-errors naming key and file (the retired quality.tables included). No JVM."""
+errors naming key and file. No JVM."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, load_settings
+from medallion.errors import ConfigError
+from medallion.project import load_settings
 from medallion.quality.spec import (
     CHECKED_ENV,
     Severity,
@@ -145,13 +146,10 @@ def test_bad_declared_expectations_name_the_key_and_the_pipeline_file(
 
 @pytest.mark.parametrize(("overlay", "key", "problem"), [
     ("quality: {strict: true}\n", "quality.strict", "unknown key"),
-    # Moved to the declarations: refused, saying where each table's expectations go now.
+    # Expectations are declared with their tables: a list here is an unknown key like any other.
     ("quality:\n  tables:\n    gold/user_sessions:\n      event_count_positive: {severity: warn}\n",
-     "quality.tables", "gold/user_sessions -> gold.user_sessions.expectations in "
-                       "{conf}/pipelines/events.yaml (or its overlay events.test.yaml)"),
-    ("quality: {tables: {silver/nope: {}}}\n", "quality.tables",
-     "silver/nope: no pipeline declares this table"),
-    ("quality: {tables: {}}\n", "quality.tables", "expectations"),
+     "quality.tables", "unknown key (known keys: enabled; expectations are declared with their "
+                       "table in conf/pipelines/<name>.yaml)"),
 ])
 def test_bad_quality_settings_name_the_key_and_the_file(tmp_path: Path, overlay: str, key: str,
                                                         problem: str) -> None:
@@ -185,7 +183,7 @@ def test_arguments_are_checked_by_great_expectations_before_spark(
 
 _CHECK_IN_A_NEW_PROCESS = """
 import json, sys
-from medallion.config import load_settings
+from medallion.project import load_settings
 from medallion.quality.spec import check_expectations
 settings = load_settings(env="test", conf_dir=sys.argv[1], landing=sys.argv[2], lakehouse=sys.argv[3])
 try:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import ConfigError, DeltaLogStore, SseAlgorithm, load_settings
+from medallion.config.model import DeltaLogStore, SseAlgorithm
+from medallion.errors import ConfigError
+from medallion.project import load_settings
 from medallion.spark.s3a import hadoop_settings, s3_packages, s3a_conf
 from tests.s3_support import write_overlay
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from medallion.config import load_settings
 from medallion.ops.infra.policy import job_policy
 from medallion.ops.infra.provision import ProvisionError, targets_of
+from medallion.project import load_settings
 from tests.s3_support import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]

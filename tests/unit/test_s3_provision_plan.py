@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from medallion.config import Settings, load_settings
 from medallion.ops.infra.provision import ProvisionError, apply, format_plan, plan, policy_statements
+from medallion.project import Settings, load_settings
 from tests.s3_support import write_overlay
 
 pytestmark = pytest.mark.usefixtures("clean_medallion_env")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from medallion.cli.main import configure_logging, main
-from medallion.config import ConfigError, load_settings
+from medallion.errors import ConfigError
 from medallion.ops.submit import format_command
+from medallion.project import load_settings
 from medallion.redact import redact_command, redact_text
 from tests.s3_support import write_overlay
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.config import Settings
 from medallion.io.tables import TableSpec
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import PipelineSpec
 from medallion.pipeline.validate import validate
+from medallion.project import Settings
 from tests.conftest import REPO
 from tests.events_tables import (
     BRONZE_CUSTOMERS,

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from medallion.cli.main import main
-from medallion.config import ConfigError, SaslQop, load_settings
+from medallion.config.model import SaslQop
+from medallion.errors import ConfigError
+from medallion.project import load_settings
 from medallion.serving import thrift
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings

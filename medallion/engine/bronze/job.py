@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from medallion.config import Settings, Trigger, TriggerKind
+from medallion.config.model import Trigger, TriggerKind
 from medallion.engine.bronze.transforms import shape_bronze, shape_bronze_kafka
 from medallion.engine.idle import (
     FolderInput,
@@ -51,6 +51,7 @@ from medallion.io.sources.files import (
 from medallion.io.sources.kafka import read_kafka_stream
 from medallion.io.tables import TableSpec
 from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

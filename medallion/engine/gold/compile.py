@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from medallion.durations import parse_duration_seconds
+from medallion.config.durations import parse_duration_seconds
 from medallion.pipeline.model import (
     AggregateFunction,
     AggregateSpec,

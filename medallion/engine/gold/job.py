@@ -22,7 +22,7 @@ from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Settings, Trigger, TriggerKind
+from medallion.config.model import Trigger, TriggerKind
 from medallion.engine.gold.compile import (
     JoinTransform,
     Transform,
@@ -53,6 +53,7 @@ from medallion.io.sinks.evolution import keep_declared_state, state_definition
 from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 from medallion.pipeline.model import GoldSpec, PipelineSpec
+from medallion.project import Settings
 from medallion.quality.gate import QualityGate, with_quarantine_time
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from medallion.durations import parse_duration_seconds
+from medallion.config.durations import parse_duration_seconds
 from medallion.engine.gold.compile import (
     JOIN_LEFT_TIME,
     JOIN_MATCHED,

@@ -18,7 +18,7 @@ from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import Settings, Trigger
+from medallion.config.model import Trigger
 from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, start_layer
 from medallion.engine.silver.compile import (
@@ -43,6 +43,7 @@ from medallion.io.sinks.delta import (
 from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
+from medallion.project import Settings
 from medallion.quality.gate import QualityGate
 
 log = logging.getLogger(__name__)

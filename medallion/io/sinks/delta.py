@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from medallion.config import S3Settings, Trigger, TriggerKind
+from medallion.config.model import S3Settings, Trigger, TriggerKind
 from medallion.errors import CheckpointError
 from medallion.io.catalog import clear_stale_entry, documented_schema, table_comment
 from medallion.io.checkpoints import (

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from medallion.config import DeltaLogStore, S3Settings
+from medallion.config.model import DeltaLogStore, S3Settings
 from medallion.io.deltaread import DeltaLocation, aws_credentials, delta_location, one_line
 from medallion.io.s3 import is_s3, sse_arguments
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from medallion.config import KafkaProtocol, KafkaSettings
+from medallion.config.model import KafkaProtocol, KafkaSettings
 
 log = logging.getLogger(__name__)
 

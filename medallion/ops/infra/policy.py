@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from medallion.config import DeltaLogStore, Settings, SseAlgorithm
+from medallion.config.model import DeltaLogStore, SseAlgorithm
 from medallion.io.s3 import S3Location
 from medallion.ops.infra.provision import check_layout
+from medallion.project import Settings
 
 
 def _object_arn(location: S3Location) -> str:

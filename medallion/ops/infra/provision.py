@@ -25,8 +25,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from medallion.config import Settings, SseAlgorithm
+from medallion.config.model import SseAlgorithm
 from medallion.io.s3 import S3Location, error_code, is_s3, parse_s3
+from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 
