@@ -112,15 +112,6 @@ class Settings:
         """Every declared gold table with its pipeline, pipelines in name order, tables as declared."""
         return tuple((spec, gold) for spec in self.pipelines for gold in spec.gold)
 
-    def gold_spec(self, key: str) -> tuple[PipelineSpec, GoldSpec]:
-        """The gold table ``gold/<name>`` and its pipeline; KeyError naming the declared ones."""
-        wanted = key.replace(".", "/", 1)
-        for spec, gold in self.gold_specs():
-            if gold.key == wanted:
-                return spec, gold
-        known = ", ".join(gold.key for _, gold in self.gold_specs())
-        raise KeyError(f"no declared gold table {key!r} (declared: {known})")
-
     def active_sources(self, pipeline: PipelineSpec) -> tuple[SourceSpec, ...]:
         """The sources of ``pipeline`` that land data in this configuration: every source without
         alternatives, and of a source and its alternatives the one that runs. With
@@ -224,7 +215,7 @@ def load_settings(
                                    kafka_bootstrap)
     pipelines = load_declared_pipelines(engine.conf_dir, engine.env)
     file_sources = sorted({s.name for p in pipelines for s in p.sources if s.format.value != "kafka"})
-    sources_section = reader.section("sources", {*file_sources, "read_from", "events_kind"})
+    sources_section = reader.section("sources", {*file_sources, "read_from"})
     # sources.<name>: where this environment's landing zone keeps a declared file source's files,
     # when not at the folder its declaration names.
     sources = {

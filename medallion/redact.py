@@ -18,7 +18,7 @@ import re
 import shlex
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 REDACTED = "***"
@@ -75,11 +75,6 @@ def redact_text(text: str) -> str:
 def redact_value(name: str, value: str) -> str:
     """``value`` of the setting ``name``, as it may be shown."""
     return REDACTED if is_secret_key(name) else redact_text(value)
-
-
-def redact_mapping(settings: Mapping[str, str]) -> dict[str, str]:
-    """Settings (a Spark conf, an environment) as they may be shown."""
-    return {key: redact_value(key, value) for key, value in settings.items()}
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

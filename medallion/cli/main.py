@@ -104,9 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", parents=[common], help="process everything new through a layer")
     run.add_argument("layer", choices=["bronze", "silver", "gold", "publish", "all"])
     run.add_argument("--trigger", help="available-now (default), once, or processing-time=<interval>")
-    run.add_argument("--read-from", "--events-from", dest="read_from", choices=["files", "kafka"],
+    run.add_argument("--read-from", dest="read_from", choices=["files", "kafka"],
                      help="of a source and its alternatives, the declared active one or the Kafka "
-                          "one (sources.read_from; --events-from: its former name)")
+                          "one (sources.read_from)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
     run.add_argument("--pipeline", action="append", metavar="NAME",
                      help="run only this declared pipeline (repeatable; default: every one)")
@@ -291,7 +291,9 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     if not args.no_customers:
         from pathlib import Path
 
-        folder = settings.source_folder(settings.file_sources()["customers"])
+        # The sample events' dimension: the declared `customers` source's folder, if there is one.
+        customers = settings.file_sources().get("customers")
+        folder = settings.source_folder(customers) if customers is not None else "customers"
         path = Path(settings.paths.landing) / folder / "customers-sample.csv"
         write_atomically(path, list(generate_customer_rows(spec)))
         print(f"wrote the customers dimension to {path}")

@@ -24,20 +24,13 @@ def kafka_settings(reader: SettingsReader, source: Origins) -> KafkaSettings:
     """The ``kafka`` section; secrets only as names of environment variables, which must be set.
     Its ``publish`` entries name declared tables: :mod:`medallion.project` reads them."""
     section = reader.section("kafka", {
-        "bootstrap_servers", "topics", "starting_offsets", "max_offsets_per_trigger",
+        "bootstrap_servers", "starting_offsets", "max_offsets_per_trigger",
         "fail_on_data_loss", "poll_timeout_ms", "client_options", "security", "publish",
         "connector_version"})
     bootstrap = reader.string(section, "kafka.bootstrap_servers", "127.0.0.1:9092").replace(" ", "")
     if not _BOOTSTRAP.match(bootstrap):
         raise ConfigError("kafka.bootstrap_servers", source.of("kafka.bootstrap_servers"),
                           f"{bootstrap!r} is not a list of host:port")
-    if "topics" in section:
-        # Known, so that a configuration written before the declarations is told where the topics
-        # went rather than having them silently ignored.
-        raise ConfigError("kafka.topics", source.of("kafka.topics"),
-                          "the topics are declared by the Kafka source that reads them now: set "
-                          "`topics` of that source in pipelines/<name>.yaml (or in its "
-                          "<name>.<env>.yaml overlay) and remove this key")
     starting = reader.string(section, "kafka.starting_offsets", "earliest")
     if starting not in ("earliest", "latest"):
         try:

@@ -25,7 +25,6 @@ from medallion.config.model import (
     DEFAULT_ENV,
     ENV_VAR_CONF_DIR,
     ENV_VAR_ENV,
-    ENV_VAR_EVENTS_KIND,
     ENV_VAR_KAFKA_BOOTSTRAP,
     ENV_VAR_LAKEHOUSE,
     ENV_VAR_LANDING,
@@ -211,25 +210,15 @@ def parse_quality(tree: Mapping[str, Any], origin: Any) -> QualitySettings:
     return QualitySettings(enabled=enabled)
 
 def _read_from(reader: SettingsReader, section: Mapping[str, Any], source: Origins) -> ReadFrom:
-    """``sources.read_from``. Its former name ``sources.events_kind`` (or
-    ``$MEDALLION_EVENTS_KIND``) still counts, with a warning, unless both are set differently.
-    (``--events-from`` is another spelling of ``--read-from``.)"""
-    key, old = "sources.read_from", "sources.events_kind"
-    values = {name: reader.string(section, name) for name in (key, old)
-              if name.rpartition(".")[2] in section}
-    for name, text in values.items():
-        try:
-            ReadFrom(text.lower())
-        except ValueError:
-            raise ConfigError(name, source.of(name), f"{text!r} is not one of files, kafka") from None
-    if old in values:
-        if key in values and values[key].lower() != values[old].lower():
-            raise ConfigError(old, source.of(old),
-                              f"is {values[old]!r} but {key} ({source.of(key)}) is "
-                              f"{values[key]!r}; {old} is that key's former name: keep {key}")
-        log.warning("%s (%s) is now called %s; the former name still works", old, source.of(old),
-                    key)
-    return ReadFrom(values.get(key, values.get(old, "files")).lower())
+    """``sources.read_from``: ``files`` (the default) or ``kafka``."""
+    key = "sources.read_from"
+    if "read_from" not in section:
+        return ReadFrom.FILES
+    text = reader.string(section, key)
+    try:
+        return ReadFrom(text.lower())
+    except ValueError:
+        raise ConfigError(key, source.of(key), f"{text!r} is not one of files, kafka") from None
 
 
 def read_settings(
@@ -268,7 +257,6 @@ def read_settings(
         if value:
             source.merge(tree, {"paths": {key: value}}, f"--{key}")
     for override, section, key, origin in (
-        (os.environ.get(ENV_VAR_EVENTS_KIND), "sources", "events_kind", f"${ENV_VAR_EVENTS_KIND}"),
         (os.environ.get(ENV_VAR_READ_FROM), "sources", "read_from", f"${ENV_VAR_READ_FROM}"),
         (os.environ.get(ENV_VAR_KAFKA_BOOTSTRAP), "kafka", "bootstrap_servers",
          f"${ENV_VAR_KAFKA_BOOTSTRAP}"),
@@ -333,14 +321,7 @@ def read_settings(
         conf={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_conf.items()},
     )
 
-    stream_section = reader.section("streaming", {"watermark", "max_files_per_trigger", "trigger"})
-    if "watermark" in stream_section:
-        # Known, so that a configuration written before the declarations is told where it went
-        # rather than having its lateness silently ignored.
-        raise ConfigError("streaming.watermark", source.of("streaming.watermark"),
-                          f"the event-time watermark is declared per pipeline now: set `watermark` "
-                          f"in {directory / PIPELINES_DIR}/<name>.yaml, or in its "
-                          f"<name>.{env}.yaml overlay for this environment, and remove this key")
+    stream_section = reader.section("streaming", {"max_files_per_trigger", "trigger"})
     streaming = StreamingSettings(
         max_files_per_trigger=reader.positive_int(
             stream_section, "streaming.max_files_per_trigger", 1000),

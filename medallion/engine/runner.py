@@ -1,4 +1,4 @@
-"""The layers of the `events` pipeline in order, run to completion or as a service (needs Spark)."""
+"""The layers of every declared pipeline in order, run to completion or as a service (needs Spark)."""
 
 from __future__ import annotations
 

@@ -296,7 +296,7 @@ def file_source_of(settings: Settings, target: str) -> tuple[PipelineSpec, Sourc
 
 
 def landing_files_between(spark: SparkSession, settings: Settings, start: datetime,
-                          end: datetime, target: str = "bronze/events") -> list[str]:
+                          end: datetime, target: str) -> list[str]:
     """The landing files of the source of bronze table ``target`` whose modification time is in
     ``[start, end)``."""
     found = file_source_of(settings, target)

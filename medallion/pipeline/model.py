@@ -609,14 +609,6 @@ class TableDecl:
         """The type of column ``name``; None when there is no such column."""
         return next((f.type for f in self.fields if f.name == name), None)
 
-    def path(self, lakehouse: str) -> str:
-        """``<lakehouse>/<layer>/<name>``."""
-        return f"{lakehouse.rstrip('/')}/{self.key}"
-
-    def checkpoint(self, lakehouse: str) -> str:
-        """``<lakehouse>/_checkpoints/<layer>/<name>``: outside every table's folder."""
-        return f"{lakehouse.rstrip('/')}/_checkpoints/{self.key}"
-
 
 QUARANTINE_REASONS = Field("reasons", STRING_ARRAY)
 QUARANTINED_AT = Field("quarantined_at", TIMESTAMP)

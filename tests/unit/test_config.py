@@ -148,17 +148,17 @@ def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_
     assert [p.name for p in local.pipelines] == ["events", "orders"]
     assert (local.pipeline("events").watermark, prod.pipeline("events").watermark) == (
         "10 minutes", "30 minutes")
-    pipeline, gold = prod.gold_spec("gold.segment_revenue_1h")
-    assert (pipeline.name, gold.input, gold.merge_keys) == (
-        "events", "silver/events", ("window_start", "window_end", "segment"))
+    pipeline, gold = prod.declared_table("gold.segment_revenue_1h")
+    assert pipeline.name == "events"
+    assert gold.key == "gold/segment_revenue_1h"
     assert [g.key for _, g in local.gold_specs()] == [
         "gold/event_counts_5m", "gold/user_activity_sliding", "gold/user_sessions",
         "gold/segment_revenue_1h", "gold/purchase_attribution", "gold/category_revenue_1h",
         "gold/store_sessions"]
     assert local.declared_table("silver/events")[1].column_names[:3] == (
         "event_id", "user_id", "event_type")
-    with pytest.raises(KeyError, match="gold/nope.*declared: gold/event_counts_5m"):
-        local.gold_spec("gold/nope")
+    with pytest.raises(KeyError, match="gold/nope"):
+        local.declared_table("gold/nope")
     with pytest.raises(KeyError, match="quality/results"):
         local.declared_table("quality/results")  # an engine table, declared by no pipeline
 
@@ -210,12 +210,11 @@ def test_two_pipelines_may_not_write_one_table(tmp_path: Path) -> None:
     assert error.value.source == str(conf / "pipelines" / "events.yaml")
 
 
-def test_the_former_streaming_watermark_says_where_the_watermark_is_declared_now(
-        tmp_path: Path) -> None:
+def test_a_watermark_in_the_settings_is_an_unknown_key(tmp_path: Path) -> None:
+    """The event-time watermark is declared per pipeline, not among the engine's settings."""
     conf = write_conf(tmp_path, BASE, prod="streaming:\n  watermark: 30 minutes\n"
                                             "catalog:\n  metastore: in-memory\n")
     with pytest.raises(ConfigError) as error:
         load_settings(env="prod", conf_dir=conf)
     assert (error.value.key, error.value.source) == ("streaming.watermark", str(conf / "prod.yaml"))
-    assert f"set `watermark` in {conf / 'pipelines'}/<name>.yaml, or in its <name>.prod.yaml" in str(
-        error.value)
+    assert "unknown key (known keys: max_files_per_trigger, trigger)" in str(error.value)

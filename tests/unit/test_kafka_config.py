@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -65,8 +64,8 @@ def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None
     ("kafka:\n  publish:\n    - {table: silver/events, topic: t, key: [nope]}\n",
      "kafka.publish[0].key"),
     ("sources:\n  read_from: pigeons\n", "sources.read_from"),
-    ("sources:\n  events_kind: pigeons\n", "sources.events_kind"),
-    ("sources:\n  read_from: kafka\n  events_kind: files\n", "sources.events_kind"),
+    ("sources:\n  events_kind: kafka\n", "sources.events_kind"),
+    ("kafka:\n  topics: [medallion.events]\n", "kafka.topics"),
 ])
 def test_bad_kafka_configuration_names_key_and_file(tmp_path: Path, overlay: str, key: str) -> None:
     with pytest.raises(ConfigError) as error:
@@ -75,19 +74,14 @@ def test_bad_kafka_configuration_names_key_and_file(tmp_path: Path, overlay: str
     assert error.value.source.endswith("local.yaml")
 
 
-def test_read_from_former_names_still_choose_kafka_with_a_warning(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Configurations and scripts written with ``sources.events_kind`` (and
-    ``$MEDALLION_EVENTS_KIND``) keep working; the warning names the key's new name."""
-    with caplog.at_level(logging.WARNING, logger="medallion.config"):
-        from_file = _load(tmp_path, "sources:\n  events_kind: kafka\n")
+def test_read_from_kafka_chooses_the_kafka_alternative(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from_file = _load(tmp_path, "sources:\n  read_from: kafka\n")
     assert from_file.read_from is ReadFrom.KAFKA
     assert [s.name for s in from_file.active_sources(from_file.pipelines[0])][0] == "events_kafka"
-    assert "sources.events_kind" in caplog.text and "now called sources.read_from" in caplog.text
-    monkeypatch.setenv("MEDALLION_EVENTS_KIND", "kafka")
+    assert _load(tmp_path, "").read_from is ReadFrom.FILES
+    monkeypatch.setenv("MEDALLION_READ_FROM", "kafka")
     assert _load(tmp_path, "").read_from is ReadFrom.KAFKA
-    # the new name, set the same way, agrees with the former one
-    assert _load(tmp_path, "sources:\n  read_from: kafka\n").read_from is ReadFrom.KAFKA
 
 
 def test_kafka_read_from_without_a_kafka_alternative_needs_no_connector(tmp_path: Path) -> None:
@@ -101,13 +95,6 @@ def test_kafka_read_from_without_a_kafka_alternative_needs_no_connector(tmp_path
         orders.pipelines[0].sources)
     assert not orders.uses_kafka
     assert kafka_packages(orders) == ()
-
-
-def test_the_old_kafka_topics_key_is_refused_with_where_topics_went(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as error:
-        _load(tmp_path, "kafka:\n  topics: [medallion.events]\n")
-    assert (error.value.key, Path(error.value.source).name) == ("kafka.topics", "local.yaml")
-    assert "`topics` of that source in pipelines/<name>.yaml" in str(error.value)
 
 
 def test_a_pipeline_overlay_sets_the_topics_its_kafka_source_subscribes(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The package's layers, read from its imports (lazy ones included), without importing it.
 
-From the bottom up: the configuration (``config``, ``errors``, ``durations``, ``yamlfiles``,
-``redact``) and the declarations (``pipeline``); I/O at the edges (``io``); the quality gates;
+From the bottom up: the configuration (``config``, ``errors``, ``redact``) and the declarations
+(``pipeline``); the project that holds both; I/O at the edges (``io``); the quality gates;
 the session factory (``spark``); the engine; operations and serving; the command line. A layer
 imports only the layers below it, and no modules import each other in a circle.
 """
@@ -17,13 +17,14 @@ from medallion.io.tables import ENGINE_TABLES
 from medallion.pipeline.views import ENGINE_SCHEMAS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medallion"
-CONFIGURATION = ("config", "errors", "durations", "redact", "yamlfiles")
+CONFIGURATION = ("config", "errors", "redact")
 
 # layer -> the layers it must never import
 FORBIDDEN: dict[str, frozenset[str]] = {
-    "configuration": frozenset({"pipeline", "io", "quality", "spark", "engine", "ops", "serving",
-                                "cli", "samples"}),
-    "pipeline": frozenset({"io", "quality", "spark", "engine", "ops", "serving", "cli", "samples"}),
+    "configuration": frozenset({"pipeline", "project", "io", "quality", "spark", "engine", "ops",
+                                "serving", "cli", "samples"}),
+    "pipeline": frozenset({"project", "io", "quality", "spark", "engine", "ops", "serving", "cli",
+                           "samples"}),
     "io": frozenset({"engine", "ops", "serving", "cli", "samples"}),
     "quality": frozenset({"engine", "ops", "serving", "cli", "samples"}),
     "spark": frozenset({"engine", "ops", "serving", "cli", "samples"}),

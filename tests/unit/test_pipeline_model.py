@@ -101,8 +101,6 @@ def test_events_gold_modes_keys_and_time_columns(events: PipelineSpec) -> None:
     assert tables["silver/events"].quarantine == "silver/events_quarantine"
     assert tables["silver/events_quarantine"].role is TableRole.QUARANTINE
     silver = tables["silver/events"]
-    assert silver.path("s3a://lake/house/") == "s3a://lake/house/silver/events"
-    assert silver.checkpoint("/data/lh") == "/data/lh/_checkpoints/silver/events"
     assert silver.qualified_name == "silver.events"
 
 
