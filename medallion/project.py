@@ -33,14 +33,8 @@ from medallion.config.model import (
 )
 from medallion.config.reader import SettingsReader, optional_string
 from medallion.errors import ConfigError
-from medallion.pipeline.model import (
-    ExpectationSpec,
-    GoldSpec,
-    PipelineSpec,
-    SourceSpec,
-    TableDecl,
-    TableDoc,
-)
+from medallion.pipeline.model import ExpectationSpec, GoldSpec, SourceSpec, TableDoc
+from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.validate import check_pipelines
 from medallion.pipeline.views import name_problem, query_problem
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from medallion.pipeline.model import SourceFormat
+from medallion.pipeline.kinds import SourceFormat
 from medallion.project import Settings
 
 REPO = Path(__file__).resolve().parent.parent

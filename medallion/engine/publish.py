@@ -37,7 +37,7 @@ from medallion.io.hadoopfs import path_exists
 from medallion.io.sinks.delta import with_trigger
 from medallion.io.sources.kafka import kafka_client_options
 from medallion.io.tables import TableSpec
-from medallion.pipeline.model import OutputMode
+from medallion.pipeline.kinds import OutputMode
 from medallion.project import Settings, declared_tables
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from medallion.pipeline.model import TableDecl
+from medallion.pipeline.spec import TableDecl
 from medallion.project import Settings, declared_tables
 
 log = logging.getLogger(__name__)

@@ -66,13 +66,9 @@ from medallion.io.tables import (
     lakehouse_tables,
     quarantine_of,
 )
-from medallion.pipeline.model import (
-    OutputMode,
-    PipelineSpec,
-    SourceFormat,
-    SourceSpec,
-    WindowKind,
-)
+from medallion.pipeline.kinds import OutputMode, SourceFormat, WindowKind
+from medallion.pipeline.model import SourceSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 
 log = logging.getLogger(__name__)

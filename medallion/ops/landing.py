@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from medallion.io.s3 import S3Location, error_code, is_s3, parse_s3, s3_client, sse_arguments
-from medallion.pipeline.model import SourceFormat, SourceSpec
+from medallion.pipeline.kinds import SourceFormat
+from medallion.pipeline.model import SourceSpec
 from medallion.project import Settings
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from medallion.io.tables import QUERY_PROGRESS, SILVER_BATCH_METRICS, TableSpec
-from medallion.pipeline.model import GoldSpec, WindowKind
+from medallion.pipeline.kinds import WindowKind
+from medallion.pipeline.model import GoldSpec
 from medallion.project import Settings
 
 Series = Mapping[str, Sequence[tuple[float, float]]]  # name -> [(x, y)]

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from medallion.pipeline.errors import PipelineError
-from medallion.pipeline.model import Layer, PipelineSpec, Severity, SourceFormat
+from medallion.pipeline.kinds import Layer, Severity, SourceFormat
+from medallion.pipeline.spec import PipelineSpec
 
 
 class FlowKind(str, Enum):

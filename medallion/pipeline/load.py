@@ -1,4 +1,4 @@
-"""Loading ``conf/pipelines/<name>.yaml`` into a :class:`~medallion.pipeline.model.PipelineSpec`.
+"""Loading ``conf/pipelines/<name>.yaml`` into a :class:`~medallion.pipeline.spec.PipelineSpec`.
 
 One file per pipeline; its name is the file's stem. The overlay rule: for environment ``<env>``,
 ``conf/pipelines/<name>.<env>.yaml``, when it exists, is merged over ``<name>.yaml``: mappings
@@ -15,80 +15,102 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from medallion.config.durations import parse_duration_seconds
 from medallion.config.load import PIPELINES_DIR, landing_folder_problem
 from medallion.config.model import ViewSpec
 from medallion.config.yamlfiles import Origins, read_yaml
-from medallion.errors import ConfigError
 from medallion.pipeline.errors import PipelineError
-from medallion.pipeline.model import (
+from medallion.pipeline.kinds import (
     IDENTIFIER,
     INGESTED_AT,
-    ROW_LEVEL_TYPES,
     SOURCE_FILE,
-    SUPPORTED_TYPES,
     AggregateFunction,
+    DedupScope,
+    JoinKind,
+    OutputMode,
+    ParseMode,
+    SourceFormat,
+    WindowKind,
+)
+from medallion.pipeline.model import (
     AggregateSpec,
     BronzeSpec,
     ColumnSpec,
-    DedupScope,
     DedupSpec,
     DimensionSpec,
     EnrichmentSpec,
-    ExpectationSpec,
     Field,
     GoldSpec,
-    JoinKind,
     JoinSpec,
-    OutputMode,
-    ParseMode,
-    PipelineSpec,
     RuleSpec,
     SelectSpec,
-    Severity,
     SilverSpec,
-    SourceFormat,
     SourceSpec,
-    TableDoc,
-    WindowKind,
     WindowSpec,
 )
-from medallion.pipeline.types import SqlType, TypeNameError, parse_type, struct_field_names
+from medallion.pipeline.reader import (
+    DELTA_NAMES,
+    NOT_IN_DELTA_NAMES,
+    DeclarationReader,
+)
+from medallion.pipeline.spec import PipelineSpec
 
 DEFAULT_WATERMARK = "10 minutes"
-_PYTHON_STEP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-# Characters Delta refuses in column names, nested ones included (without column mapping).
-_NOT_IN_DELTA_NAMES = re.compile(r"[ ,;{}()\n\t=]")
-_DELTA_NAMES = ("holds a character a Delta table's column names cannot (a space or one of ,;{}()=, "
-                "a tab or a line break)")
+
+
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
 _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
                  SourceFormat.PARQUET: "*.parquet"}
-E = TypeVar("E", bound=Enum)
+
 
 _TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold", "views"}
+
+
 _SOURCE_KEYS = {"format", "path", "glob", "header", "schema", "topics", "options", "alternative_to",
                 "active", "bronze"}
+
+
 _DOC_KEYS = {"comment", "column_comments", "expectations", "zorder"}
+
+
 _BRONZE_KEYS = {"table"} | _DOC_KEYS
+
+
 _DIMENSION_KEYS = {"source", "key", "columns", "latest_by", "where", "trim"}
+
+
 _SILVER_KEYS = {"input", "parse", "raw_column", "columns", "rules", "dedup", "event_time", "watermark",
                 "enrich", "keep", "python"} | _DOC_KEYS
+
+
 _COLUMN_KEYS = {"type", "source", "expr", "required", "trim", "format", "zone", "rules"}
+
+
 _DEDUP_KEYS = {"key", "order_by", "scope"}
+
+
 _ENRICH_KEYS = {"join", "columns", "defaults"}  # not `on`: YAML 1.1 reads it as true
+
+
 _GOLD_KEYS = {"input", "filter", "group_by", "window", "aggregates", "mode", "watermark", "python",
               "columns", "keys", "join", "select", "latest_by"} | _DOC_KEYS
-_JOIN_KEYS = {"input", "filter", "equal", "within", "kind"}  # not `on`: YAML 1.1 reads it as true
-_SELECT_KEYS = {"expr", "type"}
-_WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
-_AGGREGATE_KEYS = {"function", "column", "default"}
-_EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
 
+
+_JOIN_KEYS = {"input", "filter", "equal", "within", "kind"}  # not `on`: YAML 1.1 reads it as true
+
+
+_SELECT_KEYS = {"expr", "type"}
+
+
+_WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
+
+
+_AGGREGATE_KEYS = {"function", "column", "default"}
 
 
 def pipeline_files(conf_dir: Path) -> list[Path]:
@@ -126,7 +148,7 @@ def load_pipeline(path: Path, env: str | None = None) -> PipelineSpec:
 
 def parse_pipeline(name: str, tree: Mapping[str, Any], origins: Origins, file: str) -> PipelineSpec:
     """Build the typed spec from a merged tree; the shape is checked, the meaning is not."""
-    reader = _Reader(origins, file)
+    reader = DeclarationReader(origins, file)
     reader.keys(tree, "", _TOP_KEYS)
     watermark = reader.duration(tree, "watermark", DEFAULT_WATERMARK)
     sources = tuple(_source(reader, n, v) for n, v in reader.entries(tree, "sources").items())
@@ -140,188 +162,7 @@ def parse_pipeline(name: str, tree: Mapping[str, Any], origins: Origins, file: s
                         origins=dict(origins.files))
 
 
-class _Reader:
-    """Typed values out of the tree, every problem raised with its key path and file."""
-
-    def __init__(self, origins: Origins, file: str) -> None:
-        self.origins = origins
-        self.file = file
-
-    def error(self, key: str, problem: str) -> PipelineError:
-        """The error for ``key``, naming the file it came from."""
-        return PipelineError(key, self.origins.of(key, self.file), problem)
-
-    @staticmethod
-    def _join(prefix: str, key: str) -> str:
-        return f"{prefix}.{key}" if prefix else key
-
-    def keys(self, section: Mapping[str, Any], prefix: str, allowed: set[str]) -> None:
-        """Refuse keys that are not in ``allowed`` (a typo must not pass silently)."""
-        for key in section:
-            if key not in allowed:
-                hint = ""
-                if re.fullmatch(r"\s*\d+\)", str(key)):
-                    # `{type: DECIMAL(10,2)}`: YAML's flow mapping split the type at its comma.
-                    hint = "; a type with a comma inside {...} must be quoted: \"DECIMAL(10,2)\""
-                raise self.error(self._join(prefix, key),
-                                 f"unknown key (known keys: {', '.join(sorted(allowed))}){hint}")
-
-    def mapping(self, section: Mapping[str, Any], key: str, prefix: str,
-                allowed: set[str] | None = None, required: bool = False) -> Mapping[str, Any]:
-        """A nested mapping; ``{}`` when absent (unless required)."""
-        dotted = self._join(prefix, key)
-        value = section.get(key)
-        if value is None:
-            if required:
-                raise self.error(dotted, "required")
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.error(dotted, f"must be a mapping, got {value!r}")
-        if allowed is not None:
-            self.keys(value, dotted, allowed)
-        return value
-
-    def entries(self, section: Mapping[str, Any], key: str, prefix: str = "") -> Mapping[str, Any]:
-        """A mapping of names (identifiers) to their definitions."""
-        value = self.mapping(section, key, prefix)
-        for name in value:
-            if not IDENTIFIER.match(name):
-                raise self.error(self._join(self._join(prefix, key), name),
-                                 "a name must be letters, digits and _, not starting with a digit")
-        return value
-
-    def text(self, section: Mapping[str, Any], key: str, default: str | None = None,
-             prefix: str = "") -> str:
-        """A non-empty string (``default`` when absent; required when there is none)."""
-        dotted = self._join(prefix, key)
-        value = section.get(key, default)
-        if value is None:
-            raise self.error(dotted, "required")
-        if not isinstance(value, str) or (not value.strip() and default != ""):
-            raise self.error(dotted, f"must be a non-empty string, got {value!r}")
-        return value.strip()
-
-    def optional_text(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
-        """A non-empty string, or None when absent."""
-        return None if section.get(key) is None else self.text(section, key, prefix=prefix)
-
-    def boolean(self, section: Mapping[str, Any], key: str, default: bool, prefix: str) -> bool:
-        """true or false."""
-        value = section.get(key, default)
-        if not isinstance(value, bool):
-            raise self.error(self._join(prefix, key), f"must be true or false, got {value!r}")
-        return value
-
-    def names(self, section: Mapping[str, Any], key: str, prefix: str,
-              default: Sequence[str] | None = None) -> tuple[str, ...]:
-        """A list of names (a single name counts as a list of one); ``default`` when absent."""
-        dotted = self._join(prefix, key)
-        value = section.get(key)
-        if value is None:
-            if default is None:
-                raise self.error(dotted, "required")
-            return tuple(default)
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
-            raise self.error(dotted, f"must be a name or a list of names, got {value!r}")
-        if len(set(items)) != len(items):
-            raise self.error(dotted, f"names a column twice: {value!r}")
-        return tuple(i.strip() for i in items)
-
-    def choice(self, section: Mapping[str, Any], key: str, enum: type[E], prefix: str,
-               default: E | None = None) -> E:
-        """A value of ``enum``."""
-        dotted = self._join(prefix, key)
-        value = section.get(key, default.value if default is not None else None)
-        if value is None:
-            raise self.error(dotted, f"required, one of {', '.join(str(e.value) for e in enum)}")
-        try:
-            return enum(value)
-        except ValueError:
-            raise self.error(dotted, f"{value!r} is not one of "
-                             f"{', '.join(str(e.value) for e in enum)}") from None
-
-    def duration(self, section: Mapping[str, Any], key: str, default: str | None = None,
-                 prefix: str = "", positive: bool = False) -> str:
-        """A Spark duration such as ``5 minutes`` (``positive``: not zero, as a window's size,
-        slide or gap, which Spark refuses only once the query starts)."""
-        dotted = self._join(prefix, key)
-        text = self.text(section, key, default, prefix)
-        try:
-            seconds = parse_duration_seconds(text, dotted, self.file)
-        except ConfigError:
-            raise self.error(dotted, f"{text!r} is not a duration like '5 minutes'") from None
-        if positive and seconds == 0:
-            raise self.error(dotted, f"{text!r}: must be longer than zero")
-        return text
-
-    def sql_type(self, value: Any, key: str) -> SqlType:
-        """A Spark SQL type name."""
-        if not isinstance(value, str):
-            raise self.error(key, f"must be a Spark SQL type name such as STRING, got {value!r}")
-        try:
-            parsed = parse_type(value)
-        except TypeNameError as exc:
-            raise self.error(key, str(exc)) from None
-        bad = [name for name in struct_field_names(parsed) if _NOT_IN_DELTA_NAMES.search(name)]
-        if bad:  # Spark accepts them; a Delta table without column mapping does not
-            raise self.error(key, f"struct field {bad[0]!r} of {value!r} {_DELTA_NAMES}")
-        return parsed
-
-    def python_step(self, section: Mapping[str, Any], key: str, prefix: str) -> str | None:
-        """``module:function``, or None (importing it is the validator's job)."""
-        value = self.optional_text(section, key, prefix)
-        if value is not None and not _PYTHON_STEP.match(value):
-            raise self.error(self._join(prefix, key), f"{value!r} is not module:function")
-        return value
-
-    def doc(self, section: Mapping[str, Any], prefix: str, table: str) -> TableDoc:
-        """Comments and expectations of the table ``table`` (``layer/name``)."""
-        comments = self.mapping(section, "column_comments", prefix)
-        for column, comment in comments.items():
-            if not isinstance(comment, str):
-                raise self.error(f"{prefix}.column_comments.{column}", "must be text")
-        expectations = []
-        for name, entry in self.entries(section, "expectations", prefix).items():
-            expectation = self._expectation(table, name, entry, f"{prefix}.expectations.{name}")
-            if expectation is not None:
-                expectations.append(expectation)
-        return TableDoc(comment=self.text(section, "comment", "", prefix),
-                        column_comments={str(k): str(v).strip() for k, v in comments.items()},
-                        expectations=tuple(expectations),
-                        zorder=self.names(section, "zorder", prefix, default=()))
-
-    def _expectation(self, table: str, name: str, entry: Any, key: str) -> ExpectationSpec | None:
-        """One expectation; its type, severity and the shape of its arguments are checked here,
-        the arguments themselves by Great Expectations (:func:`medallion.quality.spec.check_expectations`)."""
-        if not isinstance(entry, Mapping):
-            raise self.error(key, "must be a mapping with expectation, kwargs, severity")
-        self.keys(entry, key, _EXPECTATION_KEYS)
-        if not self.boolean(entry, "enabled", True, key):
-            return None  # an overlay turns one off by name
-        kind = entry.get("expectation")
-        if not isinstance(kind, str) or kind not in SUPPORTED_TYPES:
-            raise self.error(f"{key}.expectation",
-                             f"{kind!r} is not an expectation the gate supports "
-                             f"({', '.join(sorted(SUPPORTED_TYPES))})")
-        severity = self.choice(entry, "severity", Severity, key)
-        if severity is Severity.DROP and kind not in ROW_LEVEL_TYPES:
-            raise self.error(f"{key}.severity", f"drop needs a row-level expectation; {kind} judges "
-                             "the whole batch (use warn or fail)")
-        kwargs = self.mapping(entry, "kwargs", key)
-        # An overlay may change one argument: the file to name is the one that changed it last.
-        kwargs_key = f"{key}.kwargs"
-        whole = self.origins.of(kwargs_key, self.file)
-        changed = [self.origins.of(f"{kwargs_key}.{argument}", self.file) for argument in kwargs]
-        return ExpectationSpec(
-            table=table, name=name, expectation_type=kind, kwargs=dict(kwargs), severity=severity,
-            source=self.origins.of(f"{key}.expectation", self.file),
-            description=self.text(entry, "description", "", key),
-            kwargs_source=next((o for o in reversed(changed) if o != whole), whole),
-            declared_at=key)
-
-
-def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
+def _source(reader: DeclarationReader, name: str, value: Any) -> SourceSpec:
     key = f"sources.{name}"
     section = reader.mapping({name: value}, name, "sources", _SOURCE_KEYS, required=True)
     kind = reader.choice(section, "format", SourceFormat, key)
@@ -341,16 +182,16 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
         raise reader.error(f"{key}.schema", "only a Parquet source declares its schema")
     header = reader.names(section, "header", key) if kind is SourceFormat.CSV else ()
     for index, column in enumerate(header):
-        if _NOT_IN_DELTA_NAMES.search(column):  # bronze's columns: the header's names
+        if NOT_IN_DELTA_NAMES.search(column):  # bronze's columns: the header's names
             raise reader.error(f"{key}.header.{index}",
-                               f"{column!r} {_DELTA_NAMES}; a header is a list: [a, b, c]")
+                               f"{column!r} {DELTA_NAMES}; a header is a list: [a, b, c]")
     schema: tuple[Field, ...] = ()
     if kind is SourceFormat.PARQUET:
         schema = tuple(Field(str(c), reader.sql_type(t, f"{key}.schema.{c}"))
                        for c, t in reader.mapping(section, "schema", key, required=True).items())
         for field in schema:
-            if _NOT_IN_DELTA_NAMES.search(field.name):
-                raise reader.error(f"{key}.schema.{field.name}", f"{field.name!r} {_DELTA_NAMES}")
+            if NOT_IN_DELTA_NAMES.search(field.name):
+                raise reader.error(f"{key}.schema.{field.name}", f"{field.name!r} {DELTA_NAMES}")
     topics = reader.names(section, "topics", key) if not files else ()
     for index, topic in enumerate(topics):
         if not _TOPIC.match(topic):
@@ -379,7 +220,7 @@ def _source(reader: _Reader, name: str, value: Any) -> SourceSpec:
     )
 
 
-def _view(reader: _Reader, name: str, value: Any) -> ViewSpec:
+def _view(reader: DeclarationReader, name: str, value: Any) -> ViewSpec:
     if "." not in name and isinstance(value, Mapping) and value and not {"sql", "comment"} & set(value):
         inner = next(iter(value))  # views: {gold: {daily: {sql: ...}}}, as the key path reads
         raise reader.error(f"views.{name}", f"a view is keyed by its catalog name, schema and name "
@@ -391,7 +232,7 @@ def _view(reader: _Reader, name: str, value: Any) -> ViewSpec:
                     comment=reader.optional_text(section, "comment", f"views.{name}"))
 
 
-def _dimension(reader: _Reader, name: str, value: Any) -> DimensionSpec:
+def _dimension(reader: DeclarationReader, name: str, value: Any) -> DimensionSpec:
     key = f"dimensions.{name}"
     section = reader.mapping({name: value}, name, "dimensions", _DIMENSION_KEYS, required=True)
     return DimensionSpec(
@@ -405,14 +246,14 @@ def _dimension(reader: _Reader, name: str, value: Any) -> DimensionSpec:
     )
 
 
-def _rules(reader: _Reader, section: Mapping[str, Any], prefix: str,
+def _rules(reader: DeclarationReader, section: Mapping[str, Any], prefix: str,
            column: str | None = None) -> tuple[RuleSpec, ...]:
     rules = reader.entries(section, "rules", prefix)
     return tuple(RuleSpec(name=n, predicate=reader.text(rules, n, prefix=f"{prefix}.rules"), column=column)
                  for n in rules)
 
 
-def _column(reader: _Reader, name: str, value: Any, prefix: str) -> ColumnSpec:
+def _column(reader: DeclarationReader, name: str, value: Any, prefix: str) -> ColumnSpec:
     key = f"{prefix}.{name}"
     if isinstance(value, str):
         value = {"type": value}  # `amount: DECIMAL(18,4)` is short for {type: DECIMAL(18,4)}
@@ -435,7 +276,7 @@ def _column(reader: _Reader, name: str, value: Any, prefix: str) -> ColumnSpec:
     )
 
 
-def _silver(reader: _Reader, name: str, value: Any) -> SilverSpec:
+def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
     key = f"silver.{name}"
     section = reader.mapping({name: value}, name, "silver", _SILVER_KEYS, required=True)
     columns_section = reader.entries(section, "columns", key)
@@ -483,7 +324,8 @@ def _silver(reader: _Reader, name: str, value: Any) -> SilverSpec:
     )
 
 
-def _window(reader: _Reader, section: Mapping[str, Any], key: str, default_column: str) -> WindowSpec:
+def _window(reader: DeclarationReader, section: Mapping[str, Any], key: str,
+            default_column: str) -> WindowSpec:
     kind = reader.choice(section, "kind", WindowKind, key)
     needs = {WindowKind.TUMBLING: {"size"}, WindowKind.SLIDING: {"size", "slide"},
              WindowKind.SESSION: {"gap"}}[kind]
@@ -502,7 +344,7 @@ def _window(reader: _Reader, section: Mapping[str, Any], key: str, default_colum
     return WindowSpec(kind=kind, column=column, size=size, slide=slide, gap=gap)
 
 
-def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) -> GoldSpec:
+def _gold(reader: DeclarationReader, name: str, value: Any, silver: Sequence[SilverSpec]) -> GoldSpec:
     key = f"gold.{name}"
     section = reader.mapping({name: value}, name, "gold", _GOLD_KEYS, required=True)
     source = reader.text(section, "input", prefix=key)
@@ -560,8 +402,7 @@ def _gold(reader: _Reader, name: str, value: Any, silver: Sequence[SilverSpec]) 
     )
 
 
-
-def _join_gold(reader: _Reader, name: str, section: Mapping[str, Any], source: str,
+def _join_gold(reader: DeclarationReader, name: str, section: Mapping[str, Any], source: str,
                mode: OutputMode) -> GoldSpec:
     key = f"gold.{name}"
     for unused in ("window", "group_by", "aggregates", "python", "columns"):

@@ -1,181 +1,46 @@
-"""The declaration of a pipeline, as typed, frozen objects: sources, bronze, silver, dimensions, gold.
-
-A :class:`PipelineSpec` is what ``conf/pipelines/<name>.yaml`` says once loaded
-(:mod:`medallion.pipeline.load`) and checked (:mod:`medallion.pipeline.validate`). Everything the
-engine, the catalog and ``medallion status`` need about a table is derived here from the
-declaration, in one place: :meth:`PipelineSpec.tables` lists every table the pipeline writes, with
-its layer, columns and types, comments, expectations, time column, output mode and MERGE keys.
-
-Derivation rules (``docs/pipelines.md`` tells them to users):
-
-* bronze columns come from the source's format (JSON Lines: ``raw``; CSV: the header, as text, plus
-  ``_corrupt_record``; Parquet: the declared schema; Kafka: value as ``raw``, key, topic, partition,
-  offset, ``kafka_timestamp``), then ``source_file`` and ``ingested_at``;
-* silver columns are the declared columns, then each enrichment's columns, then the input columns
-  it keeps (``keep``); its quarantine holds the raw record, the key columns, ``reasons`` and the
-  kept columns;
-* gold columns are the window bounds and grouping columns (sessions: grouping first, as a session
-  belongs to its key), then the aggregates, typed as Spark types them.
-"""
+"""A pipeline's declared parts as typed, frozen objects: sources, bronze, silver, dimensions,
+gold, expectations and comments (the whole: :mod:`medallion.pipeline.spec`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-from medallion.config.model import ViewSpec
+from medallion.pipeline.kinds import (
+    CORRUPT_RECORD,
+    DEFAULT_GLOBS,
+    IDENTIFIER,
+    INGESTED_AT,
+    INVALID_JSON,
+    INVALID_UTF8,
+    MALFORMED_RECORD,
+    NO_VALUE,
+    NOT_AN_OBJECT,
+    ROW_LEVEL_TYPES,
+    SOURCE_FILE,
+    AggregateFunction,
+    DedupScope,
+    JoinKind,
+    Layer,
+    OutputMode,
+    ParseMode,
+    Severity,
+    SourceFormat,
+    WindowKind,
+    invalid_reason,
+    missing_reason,
+)
 from medallion.pipeline.types import (
     BIGINT,
     INT,
     STRING,
-    STRING_ARRAY,
     TIMESTAMP,
     SqlType,
     avg_type,
     sum_type,
 )
-
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class Layer(str, Enum):
-    """Where a table sits in the medallion: its folder under the lakehouse and its catalog database."""
-
-    BRONZE = "bronze"
-    SILVER = "silver"
-    GOLD = "gold"
-
-
-class SourceFormat(str, Enum):
-    """How a source's records arrive."""
-
-    JSON_LINES = "json_lines"  # *.json files, one record a line, kept as text
-    CSV = "csv"  # *.csv files with a header line
-    PARQUET = "parquet"  # *.parquet files of a declared schema
-    KAFKA = "kafka"  # records of Kafka topics
-
-
-DEFAULT_GLOBS = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
-                 SourceFormat.PARQUET: "*.parquet"}
-
-
-class ParseMode(str, Enum):
-    """How a silver table reads the raw record of its input."""
-
-    JSON = "json"  # one text column holds a JSON object (invalid_json, not_an_object)
-    COLUMNS = "columns"  # the input's columns are the raw fields (CSV, Parquet; malformed_record)
-
-
-class DedupScope(str, Enum):
-    """Against what a silver row's key is compared."""
-
-    TABLE = "table"  # everything the table ever held: a re-delivery is removed however late
-    WATERMARK = "watermark"  # only within the event-time watermark (bounded state)
-    # the rows whose event time is on a UTC date the batch's rows are on: a re-delivery (same key,
-    # same event time) is removed however late it comes, at a cost bounded by a day's data
-    EVENT_DATE = "event_date"
-
-
-class WindowKind(str, Enum):
-    """Spark's event-time windows."""
-
-    TUMBLING = "tumbling"
-    SLIDING = "sliding"
-    SESSION = "session"
-
-
-class OutputMode(str, Enum):
-    """How a gold table is kept."""
-
-    UPDATE = "update"  # open windows kept up to date: update-mode aggregation, MERGE on the keys
-    APPEND = "append"  # closed windows only, appended once the watermark has passed them
-
-
-class JoinKind(str, Enum):
-    """Which rows of a stream-stream join's input are written."""
-
-    INNER = "inner"  # matched rows only
-    LEFT_OUTER = "left_outer"  # every input row; no match: the joined columns null, once the
-    # watermark has passed the row (no later match can come)
-
-
-class AggregateFunction(str, Enum):
-    """Aggregates a gold table can compute per window and group."""
-
-    COUNT = "count"  # rows (no column), or non-null values of the column
-    SUM = "sum"
-    MIN = "min"
-    MAX = "max"
-    AVG = "avg"
-    COUNT_DISTINCT = "count_distinct"  # exact: the size of the set of values (state holds them)
-    APPROX_COUNT_DISTINCT = "approx_count_distinct"
-
-
-class Severity(str, Enum):
-    """What a failed expectation does to the batch."""
-
-    WARN = "warn"  # recorded only
-    DROP = "drop"  # the failing rows go to the table's quarantine; the rest move on
-    FAIL = "fail"  # nothing is committed downstream; the job exits non-zero
-
-
-# Expectation types the quality gate computes in one aggregation over the batch. Row-level ones
-# (a yes/no per row) can also ``drop``; batch-level ones describe the batch as a whole.
-ROW_LEVEL_TYPES: frozenset[str] = frozenset({
-    "expect_column_values_to_not_be_null",
-    "expect_column_values_to_be_null",
-    "expect_column_values_to_be_in_set",
-    "expect_column_values_to_not_be_in_set",
-    "expect_column_values_to_be_between",
-    "expect_column_values_to_match_regex",
-    "expect_column_values_to_not_match_regex",
-    "expect_column_value_lengths_to_be_between",
-    "expect_column_pair_values_a_to_be_greater_than_b",
-})
-BATCH_LEVEL_TYPES: frozenset[str] = frozenset({
-    "expect_table_row_count_to_be_between",
-    "expect_column_values_to_be_unique",
-    "expect_column_max_to_be_between",
-    "expect_column_min_to_be_between",
-    "expect_column_mean_to_be_between",
-    "expect_column_sum_to_be_between",
-})
-SUPPORTED_TYPES: frozenset[str] = ROW_LEVEL_TYPES | BATCH_LEVEL_TYPES
-
-
-class TableRole(str, Enum):
-    """What a declared or derived table is for."""
-
-    BRONZE = "bronze"
-    SILVER = "silver"
-    QUARANTINE = "quarantine"
-    GOLD = "gold"
-
-
-# Quarantine reasons the parse step gives, beside missing_<column> / invalid_<column> and rule names.
-INVALID_UTF8 = "invalid_utf8"  # the raw record's text is not UTF-8 (or holds U+FFFD in its place)
-NO_VALUE = "no_value"  # JSON: the raw column is null, as in a Kafka tombstone (a record without a value)
-INVALID_JSON = "invalid_json"
-NOT_AN_OBJECT = "not_an_object"
-MALFORMED_RECORD = "malformed_record"
-ISO_8601_WITH_ZONE = "iso8601_with_zone"  # the ``format`` keyword of today's event timestamps
-
-SOURCE_FILE = "source_file"
-INGESTED_AT = "ingested_at"
-CORRUPT_RECORD = "_corrupt_record"
-
-
-def missing_reason(column: str) -> str:
-    """The reason given when a required column is absent, null, or blank text."""
-    return f"missing_{column}"
-
-
-def invalid_reason(column: str) -> str:
-    """The reason given when a column's raw value does not convert to its type or format."""
-    return f"invalid_{column}"
 
 
 @dataclass(frozen=True)
@@ -566,217 +431,3 @@ class GoldSpec:
             return self.keys
         assert self.window is not None
         return (*self.window.bounds, *self.group_by)
-
-
-@dataclass(frozen=True)
-class TableDecl:
-    """A table the pipeline writes, derived from its declaration: what the engine, the catalog and
-    ``medallion status`` need (its path ``<lakehouse>/<layer>/<name>``, checkpoint
-    ``<lakehouse>/_checkpoints/<layer>/<name>``, schema, comments, gates, keys)."""
-
-    layer: Layer
-    name: str
-    role: TableRole
-    fields: tuple[Field, ...]
-    doc: TableDoc = TableDoc()
-    time_column: str | None = INGESTED_AT  # its newest event time (freshness) is read from this
-    mode: OutputMode = OutputMode.APPEND
-    merge_keys: tuple[str, ...] = ()
-    quarantine: str | None = None  # key of the table its rejected rows go to
-    declared_at: str = ""  # key path of the declaration, for messages
-
-    @property
-    def key(self) -> str:
-        """``<layer>/<name>``, as users and logs say it."""
-        return f"{self.layer.value}/{self.name}"
-
-    @property
-    def qualified_name(self) -> str:
-        """Catalog name, ``<layer>.<name>``."""
-        return f"{self.layer.value}.{self.name}"
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        """The columns' names, in order."""
-        return tuple(f.name for f in self.fields)
-
-    @property
-    def schema_ddl(self) -> str:
-        """The schema as Spark DDL, ``name TYPE, ...``."""
-        return ", ".join(f.ddl() for f in self.fields)
-
-    def column_type(self, name: str) -> SqlType | None:
-        """The type of column ``name``; None when there is no such column."""
-        return next((f.type for f in self.fields if f.name == name), None)
-
-
-QUARANTINE_REASONS = Field("reasons", STRING_ARRAY)
-QUARANTINED_AT = Field("quarantined_at", TIMESTAMP)
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """One pipeline, as declared in ``conf/pipelines/<name>.yaml`` (and its overlay)."""
-
-    name: str
-    file: str
-    watermark: str
-    sources: tuple[SourceSpec, ...] = ()
-    dimensions: tuple[DimensionSpec, ...] = ()
-    silver: tuple[SilverSpec, ...] = ()
-    gold: tuple[GoldSpec, ...] = ()
-    views: tuple[ViewSpec, ...] = ()  # catalog views over this pipeline's tables
-    description: str = ""
-    # dotted key -> the file it came from (a key an overlay set names the overlay)
-    origins: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def source_of(self, key: str) -> str:
-        """The file that declared ``key`` (or its nearest declared parent)."""
-        while key:
-            if key in self.origins:
-                return self.origins[key]
-            key = key.rpartition(".")[0]
-        return self.file
-
-    def declared_at(self, key: str) -> str:
-        """``key`` and the file that declares it (an overlay that set it, else the pipeline's own
-        file, under whichever configuration folder was loaded), as messages name a declaration."""
-        return f"{key} in {self.source_of(key)}"
-
-    def source(self, name: str) -> SourceSpec:
-        """The source called ``name``."""
-        return next(s for s in self.sources if s.name == name)
-
-    def dimension(self, name: str) -> DimensionSpec:
-        """The dimension called ``name``."""
-        return next(d for d in self.dimensions if d.name == name)
-
-    def watermark_of(self, gold: GoldSpec) -> str:
-        """The lateness a gold table tolerates: its own, else its silver input's, else the pipeline's."""
-        silver = next((s for s in self.silver if s.key == gold.input), None)
-        return gold.watermark or (silver.watermark if silver else None) or self.watermark
-
-    def alternatives_of(self, bronze_key: str) -> tuple[str, ...]:
-        """Bronze tables that stand in for ``bronze_key`` when their source is chosen instead."""
-        primary = next((s for s in self.sources if s.bronze_key == bronze_key), None)
-        if primary is None:
-            return ()
-        return tuple(s.bronze_key for s in self.sources if s.alternative_to == primary.name)
-
-    def tables(self) -> tuple[TableDecl, ...]:
-        """Every table the pipeline writes, bronze, silver (and quarantines), gold, in that order.
-
-        Assumes a checked spec (:func:`medallion.pipeline.validate.validate`): references resolve.
-        """
-        found: dict[str, TableDecl] = {t.key: t for t in self.tables_of_sources()}
-        for silver in self.silver:
-            for decl in self.tables_of_silver(silver, found):
-                found[decl.key] = decl
-        for gold in self.gold:
-            for decl in self.tables_of_gold(gold, found):
-                found[decl.key] = decl
-        return tuple(found.values())
-
-    def tables_of_sources(self) -> tuple[TableDecl, ...]:
-        """The bronze tables, one per source."""
-        return tuple(TableDecl(Layer.BRONZE, s.bronze.table, TableRole.BRONZE, s.bronze_fields(),
-                               s.bronze.doc, declared_at=f"sources.{s.name}.bronze")
-                     for s in self.sources)
-
-    def table(self, key: str) -> TableDecl:
-        """The table ``<layer>/<name>`` (or ``<layer>.<name>``); KeyError if the pipeline has none."""
-        wanted = key.replace(".", "/", 1)
-        for decl in self.tables():
-            if decl.key == wanted:
-                return decl
-        raise KeyError(f"pipeline {self.name} has no table {key!r}")
-
-    def silver_fields(self, silver: SilverSpec, known: Mapping[str, TableDecl]) -> tuple[Field, ...]:
-        """A silver table's columns: declared, then enrichments', then the kept input columns."""
-        fields = [Field(c.name, c.type) for c in silver.columns]
-        for enrichment in silver.enrichments:
-            bronze = known[self.source(self.dimension(enrichment.dimension).source).bronze_key]
-            for name in enrichment.columns:
-                fields.append(Field(name, bronze.column_type(name) or STRING))
-        source = known[silver.input]
-        fields += [Field(name, source.column_type(name) or STRING) for name in silver.keep]
-        return tuple(fields)
-
-    def tables_of_silver(self, silver: SilverSpec,
-                         known: Mapping[str, TableDecl]) -> tuple[TableDecl, TableDecl]:
-        """A silver table and its quarantine, given the tables already derived (its inputs')."""
-        fields = self.silver_fields(silver, known)
-        by_name = {f.name: f for f in fields}
-        source = known[silver.input]
-        if silver.parse is ParseMode.JSON:
-            record: tuple[Field, ...] = (Field(silver.raw_column, STRING),)
-        else:
-            record = tuple(f for f in source.fields if f.name not in silver.keep)
-        record_names = {f.name for f in record}
-        # The key as far as it could be read: the quarantine can be searched by it.
-        keys = tuple(by_name[k] for k in silver.dedup.key if k not in record_names)
-        kept = tuple(by_name[k] for k in silver.keep)
-        table = TableDecl(Layer.SILVER, silver.name, TableRole.SILVER, fields, silver.doc,
-                          time_column=silver.event_time or INGESTED_AT,
-                          quarantine=silver.quarantine_key, declared_at=f"silver.{silver.name}")
-        quarantine = TableDecl(
-            Layer.SILVER, f"{silver.name}_quarantine", TableRole.QUARANTINE,
-            (*record, *keys, QUARANTINE_REASONS, *kept),
-            TableDoc(comment=f"Every row of {silver.input} that is not a valid row of {silver.key}, "
-                             "with the reasons it failed."),
-            time_column=INGESTED_AT if INGESTED_AT in silver.keep else None,
-            declared_at=f"silver.{silver.name}")
-        return table, quarantine
-
-    def gold_fields(self, gold: GoldSpec, known: Mapping[str, TableDecl]) -> tuple[Field, ...]:
-        """A gold table's columns, derived from window, grouping and aggregates (or declared)."""
-        if gold.python is not None:
-            return gold.columns
-        source = known[gold.input]
-        if gold.join is not None:
-            sides = {"left": source, "right": known[gold.join.input]}
-            fields = []
-            for column in gold.select:
-                reference = column.reference
-                if column.type is not None:
-                    fields.append(Field(column.name, column.type))
-                elif reference is not None:
-                    side, name = reference
-                    fields.append(Field(column.name, sides[side].column_type(name) or STRING))
-            return tuple(fields)
-        assert gold.window is not None
-        start, end = gold.window.bounds
-        bounds = (Field(start, TIMESTAMP), Field(end, TIMESTAMP))
-        groups = tuple(Field(g, source.column_type(g) or STRING) for g in gold.group_by)
-        aggregates = tuple(
-            Field(a.name, a.result_type(source.column_type(a.column) if a.column else None))
-            for a in gold.aggregates)
-        if gold.window.kind is WindowKind.SESSION:
-            return (*groups, *bounds, *aggregates)
-        return (*bounds, *groups, *aggregates)
-
-    def _joined_time(self, gold: GoldSpec, fields: tuple[Field, ...]) -> str:
-        """A join's time column: the one selected as its input's event time (else the first)."""
-        silver = next((s for s in self.silver if s.key == gold.input), None)
-        event_time = silver.event_time if silver is not None else None
-        return next((s.name for s in gold.select if s.reference == ("left", event_time)),
-                    fields[0].name)
-
-    def tables_of_gold(self, gold: GoldSpec, known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
-        """A gold table, and its quarantine when an expectation drops rows."""
-        fields = self.gold_fields(gold, known)
-        drops = any(e.severity is Severity.DROP for e in gold.doc.expectations)
-        time_column = gold.window.bounds[1] if gold.window else self._joined_time(gold, fields)
-        table = TableDecl(Layer.GOLD, gold.name, TableRole.GOLD, fields, gold.doc,
-                          time_column=time_column, mode=gold.mode, merge_keys=gold.merge_keys,
-                          quarantine=f"{gold.key}_quarantine" if drops else None,
-                          declared_at=f"gold.{gold.name}")
-        if not drops:
-            return (table,)
-        quarantine = TableDecl(
-            Layer.GOLD, f"{gold.name}_quarantine", TableRole.QUARANTINE,
-            (*fields, QUARANTINE_REASONS, QUARANTINED_AT),
-            TableDoc(comment=f"Rows of {gold.key} that a quality gate dropped, with the expectations "
-                             "they failed."),
-            time_column=QUARANTINED_AT.name, declared_at=f"gold.{gold.name}")
-        return table, quarantine

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from medallion.pipeline.graph import Flow, FlowKind, PipelineGraph
-from medallion.pipeline.model import DedupScope, Layer, PipelineSpec, TableDecl
+from medallion.pipeline.kinds import DedupScope, Layer
+from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import read_tables
 
 

@@ -28,25 +28,20 @@ from pathlib import Path
 
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.graph import PipelineGraph, build_graph
-from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_files
-from medallion.pipeline.model import (
+from medallion.pipeline.kinds import (
     CORRUPT_RECORD,
     INGESTED_AT,
     ISO_8601_WITH_ZONE,
     SOURCE_FILE,
     AggregateFunction,
-    ColumnSpec,
     DedupScope,
-    Field,
-    GoldSpec,
     OutputMode,
     ParseMode,
-    PipelineSpec,
-    SilverSpec,
-    TableDecl,
-    TableDoc,
     WindowKind,
 )
+from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_files
+from medallion.pipeline.model import ColumnSpec, Field, GoldSpec, SilverSpec, TableDoc
+from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import SqlError, non_boolean_type, referenced_columns
 from medallion.pipeline.types import SqlType, struct_path
 from medallion.pipeline.views import name_problem, query_problem

@@ -34,13 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medallion.errors import ConfigError
-from medallion.pipeline.model import (
-    BATCH_LEVEL_TYPES,
-    ROW_LEVEL_TYPES,
-    SUPPORTED_TYPES,
-    ExpectationSpec,
-    Severity,
-)
+from medallion.pipeline.kinds import BATCH_LEVEL_TYPES, ROW_LEVEL_TYPES, SUPPORTED_TYPES, Severity
+from medallion.pipeline.model import ExpectationSpec
 from medallion.spark.usercache import cache_folder
 
 if TYPE_CHECKING:

@@ -18,17 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from medallion.engine.gold.compile import compile_gold
+from medallion.pipeline.kinds import AggregateFunction, OutputMode, WindowKind
 from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.model import (
-    AggregateFunction,
-    AggregateSpec,
-    Field,
-    GoldSpec,
-    OutputMode,
-    PipelineSpec,
-    WindowKind,
-    WindowSpec,
-)
+from medallion.pipeline.model import AggregateSpec, Field, GoldSpec, WindowSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.pipeline.types import parse_type
 from medallion.pipeline.validate import validate
 from tests.conftest import REPO

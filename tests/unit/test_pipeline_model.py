@@ -15,9 +15,10 @@ import pytest
 
 from medallion.cli.pipelines import main
 from medallion.pipeline.graph import FlowKind, InputRole
+from medallion.pipeline.kinds import OutputMode, TableRole
 from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.model import OutputMode, PipelineSpec, TableRole
 from medallion.pipeline.render import render_graph
+from medallion.pipeline.spec import PipelineSpec
 from medallion.pipeline.types import TypeNameError, parse_type
 from medallion.pipeline.validate import validate
 

@@ -13,7 +13,7 @@ import yaml
 from medallion.config.model import ViewSpec
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.model import PipelineSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.pipeline.validate import validate
 
 EVENTS = Path(__file__).resolve().parents[2] / "conf" / "pipelines" / "events.yaml"

@@ -8,7 +8,7 @@ import pytest
 
 from medallion.io.tables import TableSpec
 from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.model import PipelineSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.pipeline.validate import validate
 from medallion.project import Settings
 from tests.conftest import REPO

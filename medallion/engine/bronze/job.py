@@ -50,7 +50,9 @@ from medallion.io.sources.files import (
 )
 from medallion.io.sources.kafka import read_kafka_stream
 from medallion.io.tables import TableSpec
-from medallion.pipeline.model import PipelineSpec, SourceFormat, SourceSpec
+from medallion.pipeline.kinds import SourceFormat
+from medallion.pipeline.model import SourceSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 
 log = logging.getLogger(__name__)

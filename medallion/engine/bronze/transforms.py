@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from medallion.pipeline.model import INGESTED_AT, SourceSpec
+from medallion.pipeline.kinds import INGESTED_AT
+from medallion.pipeline.model import SourceSpec
 
 
 def shape_bronze(source: SourceSpec) -> Callable[[DataFrame], DataFrame]:

@@ -4,7 +4,7 @@ The same transform runs on a stream (the gold job) and on a static frame (tests,
 recomputation). For a declared aggregate it is: the watermark on the window's column, the
 ``filter``, a group per window (tumbling or sliding ``window``, ``session_window``) and grouping
 columns, the aggregates, then the columns in the order and with the types that
-:meth:`~medallion.pipeline.model.PipelineSpec.gold_fields` derives (the table's schema). Window
+:meth:`~medallion.pipeline.spec.PipelineSpec.gold_fields` derives (the table's schema). Window
 bounds follow Spark's: a window is ``[start, end)``, a session ends at its last event plus the gap.
 
 Aggregates, as Spark computes them in a streaming aggregation:
@@ -45,15 +45,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from medallion.config.durations import parse_duration_seconds
-from medallion.pipeline.model import (
-    AggregateFunction,
-    AggregateSpec,
-    Field,
-    GoldSpec,
-    PipelineSpec,
-    WindowKind,
-    WindowSpec,
-)
+from medallion.pipeline.kinds import AggregateFunction, WindowKind
+from medallion.pipeline.model import AggregateSpec, Field, GoldSpec, WindowSpec
+from medallion.pipeline.spec import PipelineSpec
 
 Transform = Callable[[DataFrame], DataFrame]
 JoinTransform = Callable[[DataFrame, DataFrame], DataFrame]

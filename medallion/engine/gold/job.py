@@ -52,7 +52,8 @@ from medallion.io.sinks.delta import (
 from medallion.io.sinks.evolution import keep_declared_state, state_definition
 from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
-from medallion.pipeline.model import GoldSpec, PipelineSpec
+from medallion.pipeline.model import GoldSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 from medallion.quality.gate import QualityGate, with_quarantine_time
 

@@ -40,7 +40,9 @@ from medallion.engine.gold.compile import (
 from medallion.io.checkpoints import read_log_file
 from medallion.io.hadoopfs import delete_path, path_exists, read_text, rename_path, write_text
 from medallion.io.sources.delta import read_table, version_read
-from medallion.pipeline.model import GoldSpec, JoinKind, PipelineSpec
+from medallion.pipeline.kinds import JoinKind
+from medallion.pipeline.model import GoldSpec
+from medallion.pipeline.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import CharType, StringType, VarcharType
 
 from medallion.engine.gold.compile import load_step
-from medallion.pipeline.model import (
+from medallion.pipeline.kinds import (
     CORRUPT_RECORD,
     INVALID_JSON,
     INVALID_UTF8,
@@ -37,16 +37,13 @@ from medallion.pipeline.model import (
     MALFORMED_RECORD,
     NO_VALUE,
     NOT_AN_OBJECT,
-    ColumnSpec,
     DedupScope,
-    DimensionSpec,
     ParseMode,
-    PipelineSpec,
-    SilverSpec,
-    TableDecl,
     invalid_reason,
     missing_reason,
 )
+from medallion.pipeline.model import ColumnSpec, DimensionSpec, SilverSpec
+from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import referenced_columns, referenced_paths
 from medallion.pipeline.types import SqlType, struct_path
 

@@ -42,7 +42,8 @@ from medallion.io.sinks.delta import (
 )
 from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
-from medallion.pipeline.model import DimensionSpec, PipelineSpec, SilverSpec
+from medallion.pipeline.model import DimensionSpec, SilverSpec
+from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 from medallion.quality.gate import QualityGate
 

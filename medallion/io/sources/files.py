@@ -36,7 +36,8 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from medallion.pipeline.model import CORRUPT_RECORD, SOURCE_FILE, SourceFormat, SourceSpec
+from medallion.pipeline.kinds import CORRUPT_RECORD, SOURCE_FILE, SourceFormat
+from medallion.pipeline.model import SourceSpec
 from medallion.pipeline.types import SqlType
 
 # The file source's ``maxFileAge``: how much older than the newest file it has read a new file may
