@@ -15,7 +15,8 @@ from pathlib import Path
 
 from medallion.project import Settings
 from medallion.redact import quote_command, redact_argv
-from medallion.spark.session import BASE_CONF, DELTA_CONF, jvm_packages, resolution_conf, state_store_conf
+from medallion.spark.packages import jvm_packages, resolution_conf
+from medallion.spark.session import BASE_CONF, DELTA_CONF, state_store_conf
 
 JOBS = ("bronze", "silver", "gold", "all")
 DEFAULT_JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"

@@ -50,7 +50,8 @@ def spark_sql_command(settings: Settings) -> list[str]:
     """The ``spark-sql`` command line (pyspark's own launcher) with the project's settings."""
     import pyspark
 
-    from medallion.spark.session import jvm_packages, session_conf
+    from medallion.spark.packages import jvm_packages
+    from medallion.spark.session import session_conf
 
     command = [str(Path(pyspark.__file__).parent / "bin" / "spark-sql"),
                "--name", f"{settings.spark.app_name}-sql",

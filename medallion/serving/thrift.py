@@ -204,7 +204,7 @@ def with_thriftserver_packages(settings: Settings) -> Settings:
 
 def package_jars(settings: Settings) -> list[str]:
     """Local paths of the jars ``spark.jars.packages`` resolves to (cached per package list)."""
-    from medallion.spark.session import jvm_packages, resolution_conf
+    from medallion.spark.packages import jvm_packages, resolution_conf
 
     # the Ivy home is part of the key: jars resolved under another one may be gone
     packages = ",".join([*jvm_packages(settings), *resolution_conf().values()])

@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from medallion.project import load_settings
-from medallion.spark.session import build_session, kafka_connector
+from medallion.spark.packages import kafka_connector
+from medallion.spark.session import build_session
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from medallion.project import load_settings
-from medallion.spark.session import IVY_HOME_ENV, jvm_packages, resolved_jars
+from medallion.spark.packages import IVY_HOME_ENV, jvm_packages, resolved_jars
 from tests.conftest import REPO
 
 SLF4J = "org/slf4j/slf4j-api/2.0.16"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from medallion.spark.session import IVY_HOME_ENV, ivy_home, record_jars, resolved_jars
+from medallion.spark.packages import IVY_HOME_ENV, ivy_home, record_jars, resolved_jars
 
 DELTA = "io.delta:delta-spark_2.13:4.0.0"
 S3 = "org.apache.hadoop:hadoop-aws:3.4.1"

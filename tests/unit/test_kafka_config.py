@@ -14,7 +14,7 @@ from medallion.io.sources.kafka import (
     kafka_client_options,
 )
 from medallion.project import load_settings
-from medallion.spark.session import kafka_packages
+from medallion.spark.packages import kafka_packages
 from tests.conf_support import copy_base_conf
 
 
