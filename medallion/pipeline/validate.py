@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import zoneinfo
 from collections.abc import Iterable, Mapping
@@ -43,6 +42,7 @@ from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_file
 from medallion.pipeline.model import ColumnSpec, Field, GoldSpec, SilverSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import SqlError, non_boolean_type, referenced_columns
+from medallion.pipeline.steps import StepNotFound, find_step
 from medallion.pipeline.types import SqlType, struct_path
 from medallion.pipeline.views import name_problem, query_problem
 
@@ -92,17 +92,10 @@ class _Checker:
 
     def python_step(self, key: str, step: str) -> None:
         """``module:function`` imports and names something callable (it is not called)."""
-        module_name, _, function = step.partition(":")
         try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # any failure of the import is the definition's problem to report
-            raise self.fail(key, f"cannot import {module_name!r} of {step}: "
-                                 f"{type(exc).__name__}: {exc}") from None
-        target = getattr(module, function, None)
-        if target is None:
-            raise self.fail(key, f"module {module_name!r} has no {function!r} ({step})")
-        if not callable(target):
-            raise self.fail(key, f"{step} is not callable (a DataFrame -> DataFrame function)")
+            find_step(step)
+        except StepNotFound as exc:
+            raise self.fail(key, str(exc)) from None
 
     def doc(self, key: str, doc: TableDoc, table: TableDecl) -> None:
         """Column comments, Z-order columns and expectation arguments name columns of the table."""

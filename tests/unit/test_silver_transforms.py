@@ -13,13 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.engine.silver.compile import (
-    BatchTimes,
-    Transform,
-    batch_counts,
-    compile_silver,
-    latest_rows,
-)
+from medallion.engine.silver.compile import BatchTimes, batch_counts, compile_silver, latest_rows
+from medallion.engine.silver.parse import Transform
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
 from tests.conftest import REPO

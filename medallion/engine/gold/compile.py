@@ -38,7 +38,6 @@ cast to their declared types, so the table's schema holds whatever the function 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, Window
@@ -48,6 +47,7 @@ from medallion.config.durations import parse_duration_seconds
 from medallion.pipeline.kinds import AggregateFunction, WindowKind
 from medallion.pipeline.model import AggregateSpec, Field, GoldSpec, WindowSpec
 from medallion.pipeline.spec import PipelineSpec
+from medallion.pipeline.steps import find_step
 
 Transform = Callable[[DataFrame], DataFrame]
 JoinTransform = Callable[[DataFrame, DataFrame], DataFrame]
@@ -58,15 +58,6 @@ _WINDOW = "__window"  # the window struct's column between the grouping and the 
 def gold_fields(pipeline: PipelineSpec, gold: GoldSpec) -> tuple[Field, ...]:
     """The gold table's columns, as the declaration derives them."""
     return pipeline.table(gold.key).fields
-
-
-def load_step(step: str) -> Callable[[DataFrame], DataFrame]:
-    """The function a ``module:function`` step names (validation checked that it imports)."""
-    module_name, _, name = step.partition(":")
-    function = getattr(importlib.import_module(module_name), name)
-    if not callable(function):
-        raise TypeError(f"{step} is not callable (a DataFrame -> DataFrame function)")
-    return function
 
 
 def _window_column(window: WindowSpec) -> Column:
@@ -219,7 +210,7 @@ def compile_gold(pipeline: PipelineSpec, gold: GoldSpec) -> Transform:
 def _python_transform(gold: GoldSpec, fields: tuple[Field, ...], event_time: str | None,
                       watermark: str) -> Transform:
     assert gold.python is not None
-    step = load_step(gold.python)
+    step = find_step(gold.python)  # validation found it before Spark started
 
     def transform(rows: DataFrame) -> DataFrame:
         if event_time is not None:
