@@ -46,7 +46,7 @@ soak: setup ## SIGKILL runs at random instants: 2 x SOAK_KILLS kills per seed ov
 	MEDALLION_SOAK_SEEDS=$(SOAK_SEEDS) MEDALLION_SOAK_KILLS=$(SOAK_KILLS) \
 		$(BIN)/pytest -q -s -p no:cacheprovider tests/reliability/test_kill_anywhere.py
 
-test-unit: setup ## run the unit tests only
+test-unit: setup ## run the unit tests only (pure Python: they start no JVM)
 	$(BIN)/pytest -q tests/unit
 
 lint: setup ## ruff and mypy

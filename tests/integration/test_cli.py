@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
+from tests.conf_support import copy_base_conf
+from tests.conftest import REPO
 
 
 def test_generate_then_run_bronze_prints_a_summary(
@@ -46,3 +51,21 @@ def test_an_unknown_trigger_is_refused_before_spark_starts(
 ) -> None:
     assert main(["run", "all", "--trigger", "continuous", "--lakehouse", str(tmp_path)]) == 2
     assert "trigger" in capsys.readouterr().err
+
+
+def test_a_session_spark_cannot_start_ends_in_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A setting only the JVM judges (here a heap size it cannot read): before, a Python traceback
+    through PySpark's gateway. Now medallion's one line, exit status 1; the traceback with -v."""
+    conf = copy_base_conf(tmp_path / "conf")
+    (conf / "local.yaml").write_text("spark:\n  conf:\n    spark.driver.memory: lots\n",
+                                     encoding="utf-8")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    for verbose in ((), ("-v",)):
+        done = subprocess.run(
+            [sys.executable, "-m", "medallion", *verbose, "run", "bronze", "--conf-dir", str(conf),
+             "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")],
+            capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert ("medallion: failed: run: [JAVA_GATEWAY_EXITED] Java gateway process exited "
+                "before sending its port number.") in done.stderr.splitlines(), done.stderr
+        assert ("Traceback" in done.stderr) == bool(verbose), done.stderr

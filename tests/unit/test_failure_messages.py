@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
-
-from medallion.io.failures import describe_failure, python_error
+from medallion.io.failures import python_error
 
 # As Spark 4 reports a foreachBatch function's exception (shortened: the query's plan follows).
 SPARK_TEXT = """[STREAM_FAILED] Query [id = 1b60, runId = 13e8] terminated with exception: \
@@ -92,20 +86,3 @@ def test_where_is_the_code_that_called_spark_not_pyspark_s_own_frames() -> None:
 
 def test_a_text_without_a_traceback_has_no_python_error() -> None:
     assert python_error("[DELTA_CONCURRENT_APPEND] Files were added ...") is None
-
-
-def _raise_in_batch(frame: DataFrame, batch_id: int) -> None:
-    raise ValueError(f"batch {batch_id}: column amount is not DECIMAL(12,2)")
-
-
-def test_a_real_batch_function_failure_is_described_by_its_python_error(
-        spark: SparkSession, tmp_path: Path) -> None:
-    query = (spark.readStream.format("rate").option("rowsPerSecond", 1).load()
-             .writeStream.foreachBatch(_raise_in_batch)
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True).start())
-    with pytest.raises(StreamingQueryException) as failure:
-        query.awaitTermination()
-    message = describe_failure(failure.value)
-    assert message.startswith("ValueError: batch 0: column amount is not DECIMAL(12,2) (at ")
-    assert "test_failure_messages.py:" in message and "in _raise_in_batch" in message

@@ -96,6 +96,8 @@ def test_the_session_plans_archive_follows_the_jvms_whole_class_path(
     from medallion.spark import session as session_factory
     from tests.conftest import make_settings
 
+    # The plan reads the java binary's stamp; it starts no JVM.
+    monkeypatch.delenv("JAVA_HOME", raising=False)
     # As in a process without a JVM yet (the suite's own session has one: its settings would read
     # as spark-submit's).
     monkeypatch.setattr(SparkContext, "_gateway", None)
