@@ -33,6 +33,7 @@ from medallion.config.model import (
 )
 from medallion.config.reader import SettingsReader, optional_string
 from medallion.errors import ConfigError
+from medallion.pipeline.graph import PipelineGraph, build_graph
 from medallion.pipeline.model import ExpectationSpec, GoldSpec, SourceSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.validate import check_pipelines
@@ -67,6 +68,12 @@ class Settings:
     # The tables of the declared pipelines that ``only`` set aside (``run --pipeline``): declared,
     # though not run by these settings.
     set_aside: frozenset[str] = frozenset()
+
+    @property
+    def graphs(self) -> tuple[PipelineGraph, ...]:
+        """The dependency graph of each pipeline run, in their order: the order the engine
+        builds tables in (:func:`~medallion.pipeline.graph.stages`)."""
+        return tuple(build_graph(spec) for spec in self.pipelines)
 
     def pipeline(self, name: str) -> PipelineSpec:
         """The declared pipeline called ``name``; KeyError naming the known ones if there is none."""

@@ -1,14 +1,14 @@
 """The dependency graph of a pipeline: tables, the flows that write them, and what each flow reads.
 
 Built from the declaration alone, before any column is derived: every table has exactly one flow
-writing it, every input names a table of the pipeline, and there is no cycle. The topological
-order is the order the engine starts flows in (bronze before silver before gold, and a table
+writing it, every input names a table of the pipeline, and there is no cycle. The engine builds
+a layer's tables in :func:`stages` of this order (bronze before silver before gold, and a table
 before every table built from it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -103,6 +103,26 @@ class PipelineGraph:
                     seen.add(parent)
                     pending.append(parent)
         return tuple(t for t in self.order if t in seen)
+
+
+def stages(graphs: Sequence[PipelineGraph], layer: Layer) -> tuple[tuple[str, ...], ...]:
+    """The tables ``layer``'s flows are for, of every graph, in the stages a run that drains its
+    inputs builds them in: a flow reading a table of its own layer in a stage after that table's
+    writer; the flows of a stage side by side, in the graphs' order. One stage when no flow of
+    the layer reads another (a gold table read by another gold table makes two)."""
+    depth: dict[str, int] = {}
+    for graph in graphs:
+        for flow in graph.flows_in_order():  # a table's writer before the flows reading it
+            if graph.tables[flow.target] is not layer:
+                continue
+            read = [table for source in flow.inputs for table in (source.table, *source.alternatives)
+                    if graph.tables.get(table) is layer]
+            depth[flow.target] = max((1 + depth[table] for table in read), default=0)
+    found: list[list[str]] = []
+    for table, level in depth.items():
+        found += [[] for _ in range(level + 1 - len(found))]
+        found[level].append(table)
+    return tuple(tuple(stage) for stage in found)
 
 
 def _flows(spec: PipelineSpec) -> list[Flow]:

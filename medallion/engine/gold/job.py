@@ -52,6 +52,8 @@ from medallion.io.sinks.delta import (
 from medallion.io.sinks.evolution import keep_declared_state, state_definition
 from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
+from medallion.pipeline.graph import stages
+from medallion.pipeline.kinds import Layer
 from medallion.pipeline.model import GoldSpec
 from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
@@ -248,24 +250,9 @@ def gold_waves(settings: Settings) -> list[tuple[GoldFlow, ...]]:
     table another gold table reads (an append-mode table can be an input) in a wave before its
     reader's, so that one run carries new rows down the chain; the flows of a wave side by side.
     Without such chains, one wave of every flow."""
-    flows = gold_flows(settings)
-    by_key = {flow.spec.key: flow for flow in flows}
-    depth: dict[str, int] = {}
-
-    def depth_of(flow: GoldFlow) -> int:
-        key = flow.spec.key
-        if key not in depth:
-            depth[key] = 0  # a cycle is refused by the pipeline's validation; this ends one anyway
-            depth[key] = max((1 + depth_of(by_key[read.key]) for read in flow.inputs
-                              if read.key in by_key), default=0)
-        return depth[key]
-
-    waves: list[list[GoldFlow]] = []
-    for flow in flows:
-        level = depth_of(flow)
-        waves += [[] for _ in range(level + 1 - len(waves))]
-        waves[level].append(flow)
-    return [tuple(wave) for wave in waves]
+    by_key = {flow.spec.key: flow for flow in gold_flows(settings)}
+    return [tuple(by_key[table] for table in stage)
+            for stage in stages(settings.graphs, Layer.GOLD)]
 
 
 def start_gold(spark: SparkSession, settings: Settings, trigger: Trigger,
