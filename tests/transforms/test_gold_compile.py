@@ -90,8 +90,7 @@ def with_gold(pipeline: PipelineSpec, changed: GoldSpec) -> PipelineSpec:
     return spec
 
 
-# --- the hand-written transforms compiled gold replaces, as medallion/engine/gold/transforms.py had them
-# (kept here as the independent reference of the equality proof below) ---
+# --- hand-written gold transforms, the independent reference of the equality proof below ---
 
 def _total(column: str) -> F.Column:
     return F.coalesce(F.sum(column), F.lit(0)).cast("DECIMAL(28,4)")
