@@ -258,7 +258,7 @@ def _landing_zone_exists(settings: Settings) -> bool:
 
 def _table_of(settings: Settings, pipeline: PipelineSpec, source: SourceSpec) -> list[TableToMake]:
     spec = bronze_spec(pipeline, source)
-    return [(spec, spec.path(settings), settings.table_doc(spec.key))]
+    return [(spec, spec.path(settings), source.bronze.doc)]
 
 
 def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
@@ -267,7 +267,7 @@ def _start_ingestion(spark: SparkSession, settings: Settings, trigger: Trigger,
     if not due:
         return RunningQuery(spec.key, None, idle=True)
     path, folder = spec.path(settings), landing_folder(settings, source)
-    ensure_table(spark, spec, path, settings.table_doc(spec.key))
+    ensure_table(spark, spec, path, source.bronze.doc)
     checkpoint = spec.checkpoint(settings)
     state = guard_checkpoint(spark, path, checkpoint, spec.key)
     if state is not None and state.replayed is not None:  # a run stopped in a batch
@@ -332,7 +332,7 @@ def start_bronze_kafka(spark: SparkSession, settings: Settings, trigger: Trigger
     """
     spec = bronze_spec(pipeline, source)
     path, checkpoint = spec.path(settings), spec.checkpoint(settings)
-    ensure_table(spark, spec, path, settings.table_doc(spec.key))
+    ensure_table(spark, spec, path, source.bronze.doc)
     guard_checkpoint(spark, path, checkpoint, spec.key)
     stream = read_kafka_stream(spark, settings.kafka, source.topics).transform(shape_bronze_kafka(source))
     writer = (

@@ -54,7 +54,7 @@ from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 from medallion.pipeline.graph import stages
 from medallion.pipeline.kinds import Layer
-from medallion.pipeline.model import GoldSpec
+from medallion.pipeline.model import ExpectationSpec, GoldSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 from medallion.quality.gate import QualityGate, with_quarantine_time
@@ -76,6 +76,8 @@ class GoldFlow:
     spec: TableSpec
     inputs: tuple[TableSpec, ...]
     transform: Transform | JoinTransform
+    doc: TableDoc
+    expectations: tuple[ExpectationSpec, ...]  # its gate's (none when the gates are off)
 
     @property
     def input(self) -> TableSpec:
@@ -88,17 +90,21 @@ class GoldFlow:
         return self.gold.merge_keys
 
 
-def gold_flow(pipeline: PipelineSpec, gold: GoldSpec) -> GoldFlow:
-    """The flow of one declared gold table (no Spark needed until the transform runs)."""
+def gold_flow(pipeline: PipelineSpec, gold: GoldSpec, gated: bool = True) -> GoldFlow:
+    """The flow of one declared gold table (no Spark needed until the transform runs); with
+    ``gated``, its declared expectations gate it."""
     inputs = (gold.input,) if gold.join is None else (gold.input, gold.join.input)
     transform = compile_join(pipeline, gold) if gold.join else compile_gold(pipeline, gold)
-    return GoldFlow(pipeline, gold, TableSpec.from_decl(pipeline.table(gold.key)),
-                    tuple(TableSpec.from_decl(pipeline.table(key)) for key in inputs), transform)
+    declared = pipeline.table(gold.key)
+    return GoldFlow(pipeline, gold, TableSpec.from_decl(declared),
+                    tuple(TableSpec.from_decl(pipeline.table(key)) for key in inputs), transform,
+                    declared.doc, declared.doc.expectations if gated else ())
 
 
 def gold_flows(settings: Settings) -> tuple[GoldFlow, ...]:
     """Every declared gold table of every pipeline, in declaration order."""
-    return tuple(gold_flow(pipeline, gold) for pipeline, gold in settings.gold_specs())
+    return tuple(gold_flow(pipeline, gold, settings.quality.enabled)
+                 for pipeline, gold in settings.gold_specs())
 
 
 @dataclass
@@ -183,11 +189,19 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Go
 def flow_tables(settings: Settings, gold: GoldFlow) -> list[TableToMake]:
     """The tables a gold query writes: its own, and its quarantine if an expectation drops."""
     spec = gold.spec
-    tables: list[TableToMake] = [(spec, spec.path(settings), settings.table_doc(spec.key))]
-    if any(e.severity.value == "drop" for e in settings.expectations_of(spec.key)):
+    tables: list[TableToMake] = [(spec, spec.path(settings), gold.doc)]
+    if any(e.severity.value == "drop" for e in gold.expectations):
         quarantine = quarantine_of(spec)
-        tables.append((quarantine, quarantine.path(settings), settings.table_doc(quarantine.key)))
+        tables.append((quarantine, quarantine.path(settings), _declared_doc(gold.pipeline,
+                                                                            quarantine.key)))
     return tables
+
+
+def _declared_doc(pipeline: PipelineSpec, key: str) -> TableDoc | None:
+    try:
+        return pipeline.table(key).doc
+    except KeyError:
+        return None
 
 
 def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) -> None:
@@ -217,7 +231,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
         # Windows a stopped run still owes (trigger once runs one batch: it owes none, and a
         # planned batch without data would take the place of its batch of new data).
         plan_watermark_batch(spark, spec.key, checkpoint, state)
-    expectations = settings.expectations_of(spec.key)
+    expectations = gold.expectations
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)
     streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)

@@ -12,6 +12,7 @@ batch's metrics row first, then the quarantine (marked appends, see
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -42,7 +43,7 @@ from medallion.io.sinks.delta import (
 )
 from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
-from medallion.pipeline.model import DimensionSpec, SilverSpec
+from medallion.pipeline.model import DimensionSpec, ExpectationSpec, SilverSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 from medallion.quality.gate import QualityGate
@@ -62,6 +63,8 @@ class SilverFlow:
     input: TableSpec  # the bronze table read: the declared one, or the alternative that runs
     dimensions: tuple[tuple[DimensionSpec, TableSpec], ...]
     transforms: SilverTransforms
+    docs: Mapping[str, TableDoc]  # the declared comments of the tables it reads and writes
+    expectations: tuple[ExpectationSpec, ...]  # its gate's (none when the gates are off)
 
     @property
     def input_columns(self) -> tuple[str, ...]:
@@ -78,13 +81,18 @@ def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) 
          TableSpec.from_decl(pipeline.table(pipeline.source(
              pipeline.dimension(e.dimension).source).bronze_key)))
         for e in silver.enrichments)
+    declared = pipeline.table(silver.key)
+    read_and_written = (input_key, *(bronze.key for _, bronze in dimensions), silver.key,
+                        silver.quarantine_key)
     return SilverFlow(
         pipeline, silver,
-        TableSpec.from_decl(pipeline.table(silver.key)),
+        TableSpec.from_decl(declared),
         TableSpec.from_decl(pipeline.table(silver.quarantine_key)),
         TableSpec.from_decl(input_decl),
         dimensions,
         compile_silver(pipeline, silver, input_decl),
+        {key: pipeline.table(key).doc for key in read_and_written},
+        declared.doc.expectations if settings.quality.enabled else (),
     )
 
 
@@ -216,7 +224,7 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: Si
 def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
     """The tables a silver query reads and writes: its bronze input and dimensions (a dimension
     not landed yet is read as an empty table), its table, quarantine, metrics and gate results."""
-    return [(spec, spec.path(settings), settings.table_doc(spec.key))
+    return [(spec, spec.path(settings), flow.docs.get(spec.key))
             for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), flow.spec,
                          flow.quarantine, SILVER_BATCH_METRICS, QUALITY_RESULTS)]
 
@@ -232,7 +240,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, flow: 
     # The table's own write is the batch's last, so its transaction id says how far it got.
     state = guard_checkpoint(spark, table.path(settings), checkpoint, table.key,
                              app_id=lambda query_id: txn_app_id(table.key, query_id))
-    expectations = settings.expectations_of(table.key)
+    expectations = flow.expectations
     gate = QualityGate(table, expectations,
                        QUALITY_RESULTS.path(settings)) if expectations else None
     writer = SilverBatchWriter(settings, flow, checkpoint, gate=gate,
