@@ -162,7 +162,7 @@ def local_reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactor
                     ) -> tuple[list[Path], dict[str, list[tuple[Any, ...]]]]:
     """The sample's files, and the tables one clean run on the local file system produces."""
     from medallion.config.model import Trigger
-    from medallion.engine.runner import Layer, run_pipeline
+    from medallion.engine.runner import RunTarget, run_pipeline
 
     root = tmp_path_factory.mktemp("local-reference")
     settings = load_settings(env="local", conf_dir=REPO / "conf", landing=str(root / "landing"),
@@ -172,5 +172,5 @@ def local_reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactor
         target = Path(settings.paths.landing) / path.parent.name / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     return files, table_rows(spark, settings)

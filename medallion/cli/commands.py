@@ -69,7 +69,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.cli.summary import format_summary
-    from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
+    from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
     from medallion.io.locks import WRITERS, hold_writers
     from medallion.spark.session import build_session
 
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     # On a terminal, a line per table as its batches commit (not beside -v's log lines).
     incomplete = None
     try:
-        runs = run_pipeline(spark, settings, Layer(args.layer), settings.streaming.trigger,
+        runs = run_pipeline(spark, settings, RunTarget(args.layer), settings.streaming.trigger,
                             on_batch=None if args.verbose else live_display())
     except RunIncomplete as exc:  # every table but the refused ones ran: say what they did
         incomplete, runs = exc, exc.runs
@@ -307,7 +307,7 @@ def _report(args: argparse.Namespace, settings: Settings) -> int:
 def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.cli.summary import format_summary
     from medallion.config.model import Trigger
-    from medallion.engine.runner import Layer, run_pipeline
+    from medallion.engine.runner import RunTarget, run_pipeline
     from medallion.io.hadoopfs import path_exists
     from medallion.ops import backfill as bf
     from medallion.spark.session import build_session
@@ -336,7 +336,7 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     def run(layers: list[str]) -> list:
         runs = []
         for layer in layers:
-            runs += run_pipeline(spark, settings, Layer(layer), once)
+            runs += run_pipeline(spark, settings, RunTarget(layer), once)
         return runs
 
     if args.full_refresh:

@@ -39,7 +39,7 @@ from medallion.spark.session import leave_termination_to_the_driver
 log = logging.getLogger(__name__)
 
 
-class Layer(str, Enum):
+class RunTarget(str, Enum):
     """What ``medallion run`` can run."""
 
     BRONZE = "bronze"
@@ -50,22 +50,22 @@ class Layer(str, Enum):
 
 
 Starter = Callable[[SparkSession, Settings, Trigger], list[RunningQuery]]
-STARTERS: dict[Layer, Starter] = {
-    Layer.BRONZE: start_bronze,
-    Layer.SILVER: start_silver,
-    Layer.GOLD: start_gold,
-    Layer.PUBLISH: start_publish,
+STARTERS: dict[RunTarget, Starter] = {
+    RunTarget.BRONZE: start_bronze,
+    RunTarget.SILVER: start_silver,
+    RunTarget.GOLD: start_gold,
+    RunTarget.PUBLISH: start_publish,
 }
 
 
-def layers_of(layer: Layer) -> list[Layer]:
+def layers_of(layer: RunTarget) -> list[RunTarget]:
     """The layers a run of ``layer`` covers, upstream first."""
-    if layer is Layer.ALL:
-        return [Layer.BRONZE, Layer.SILVER, Layer.GOLD, Layer.PUBLISH]
+    if layer is RunTarget.ALL:
+        return [RunTarget.BRONZE, RunTarget.SILVER, RunTarget.GOLD, RunTarget.PUBLISH]
     return [layer]
 
 
-def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
+def run_pipeline(spark: SparkSession, settings: Settings, layer: RunTarget,
                  trigger: Trigger, monitor: bool = True,
                  on_batch: BatchCallback | None = None) -> list[TableRun]:
     """Run ``layer`` (or every layer in order) with ``trigger``; return what each table got.
@@ -130,17 +130,17 @@ def run_pipeline(spark: SparkSession, settings: Settings, layer: Layer,
             _finish_monitoring(spark, collector)
 
 
-def _gated_layers(settings: Settings, layer: Layer) -> bool:
+def _gated_layers(settings: Settings, layer: RunTarget) -> bool:
     """Whether a table this run of ``layer`` covers has quality gates to build."""
     covered = {each.value for each in layers_of(layer)}
     return settings.quality.enabled and any(
         spec.table.partition("/")[0] in covered for spec in declared_expectations(settings))
 
 
-def _stages(layer: Layer, settings: Settings) -> list[Starter]:
+def _stages(layer: RunTarget, settings: Settings) -> list[Starter]:
     """The steps of a layer run to completion, each drained before the next starts: gold's
     waves (:func:`gold_waves`, a gold table read by another one first), one step otherwise."""
-    if layer is Layer.GOLD:
+    if layer is RunTarget.GOLD:
         waves = gold_waves(settings)
         if len(waves) > 1:
             return [partial(start_gold, flows=wave) for wave in waves]

@@ -65,7 +65,7 @@ from pyspark.sql import functions as F
 
 from medallion.config.model import Metastore, Trigger
 from medallion.engine.gold.job import gold_flows, start_flow
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import TableRun, await_all
 from medallion.io.catalog import record_run_creations
 from medallion.io.hadoopfs import delete_path
@@ -215,8 +215,8 @@ def measure_layers(settings: Settings, tmp: str,
     # JIT) would otherwise be paid by whichever layer is timed first, and not by its baseline.
     baseline_bronze(spark, settings, f"{out}/warm-up")
     figures: dict[str, dict[str, float]] = {}
-    for layer, baseline in ((Layer.BRONZE, baseline_bronze), (Layer.SILVER, baseline_silver),
-                            (Layer.GOLD, baseline_gold)):
+    for layer, baseline in ((RunTarget.BRONZE, baseline_bronze), (RunTarget.SILVER, baseline_silver),
+                            (RunTarget.GOLD, baseline_gold)):
         seconds, base, runs = _both(partial(run_pipeline, spark, settings, layer, trigger),
                                     partial(baseline, spark, settings, f"{out}/{layer.value}"),
                                     baseline_first)
@@ -224,7 +224,7 @@ def measure_layers(settings: Settings, tmp: str,
         print(f"{layer.value}: {figures[layer.value]}", flush=True)
     figures["join"] = time_join(spark, settings, f"{out}/join", baseline_first)
     print(f"join: {figures['join']}", flush=True)
-    idle, _ = _timed(partial(run_pipeline, spark, settings, Layer.ALL, trigger))
+    idle, _ = _timed(partial(run_pipeline, spark, settings, RunTarget.ALL, trigger))
     record_run_creations(spark, settings)  # as `medallion run` does after the runs that created them
     spark.stop()
     return figures, idle
@@ -302,7 +302,7 @@ def measure_increment(root: str, history: int, increment: int, repeats: int = 1)
     generate_landing(settings.paths.landing, events_spec(increment // 2, 2, "warm-up", WARM_UP_START),
                      with_customers=fresh and not history)
     spark = build_session(settings)
-    run_pipeline(spark, settings, Layer.ALL, Trigger())  # the history (if new) and the warm-up
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())  # the history (if new) and the warm-up
     # Each compilation of generated code (Janino) costs the driver 5-50 ms; a warm session should
     # find most of an increment's code in Spark's cache (spark.sql.codegen.cache.maxEntries).
     jvm = spark.sparkContext._jvm
@@ -314,7 +314,7 @@ def measure_increment(root: str, history: int, increment: int, repeats: int = 1)
                          events_spec(increment, 4, f"increment-{day}",
                                      INCREMENT_START + timedelta(days=day)), with_customers=False)
         began, classes = time.perf_counter(), compiled.getCount()
-        runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
+        runs = run_pipeline(spark, settings, RunTarget.ALL, Trigger())
         seconds.append(time.perf_counter() - began)
         print(f"history {history}, increment {day + 1}: {seconds[-1]:.1f}s, "
               f"{compiled.getCount() - classes} classes compiled: "

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import SILVER_BATCH_METRICS
 from medallion.project import Settings, load_settings
 from medallion.quality.evaluate import evaluate_batch
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(base, register_tables=False)
     trigger = Trigger.parse("available-now")
     started = time.monotonic()
-    run_pipeline(spark, base, Layer.BRONZE, trigger)
+    run_pipeline(spark, base, RunTarget.BRONZE, trigger)
     log.info("bronze in %.1fs", time.monotonic() - started)
 
     timings: dict[str, list[float]] = {"plain": [], "gated": []}
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(spec.path(base), spec.path(_settings(landing, lakehouse, True)))
             settings = _settings(landing, lakehouse, gated=variant == "gated")
             started = time.monotonic()
-            runs = run_pipeline(spark, settings, Layer.SILVER, trigger)
+            runs = run_pipeline(spark, settings, RunTarget.SILVER, trigger)
             seconds = time.monotonic() - started
             timings[variant].append(seconds)
             if variant == "gated":

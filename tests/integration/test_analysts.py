@@ -28,7 +28,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from medallion.serving import thrift
 from tests.conftest import REPO, make_settings
@@ -110,13 +110,13 @@ def lakehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     _land(landing / "customers", "customers.csv",
           ["customer_id,customer_name,segment", "u1,Ada,consumer", "u2,Bob,smb"])
     _land(landing / "events", "run1.json", [json.dumps(e) for e in RUN_1_EVENTS])
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     history = DeltaTable.forPath(spark, GOLD_EVENT_COUNTS_5M.path(settings)).history(1)
     first = history.selectExpr("version", "CAST(timestamp AS STRING) AS ts").first()
     assert first is not None
     house.version_after_run_1, house.timestamp_after_run_1 = int(first["version"]), first["ts"]
     _land(landing / "events", "run2.json", [json.dumps(e) for e in RUN_2_EVENTS])
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     return house
 
 

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
+from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
 from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
@@ -79,7 +79,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
     shutil.copytree(SAMPLES, landing)
     settings = _settings(conf, landing, lakehouse)
-    run_pipeline(spark, settings, Layer.ALL, Trigger(), monitor=False)
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger(), monitor=False)
     hourly_before = _rows(spark, settings, "gold/category_revenue_1h", "*")
     first_lines = _rows(spark, settings, "silver/order_lines", "order_id", "line_no")
     assert hourly_before and first_lines
@@ -90,7 +90,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
           "o20,2,s1,p2,1,5.50,2026-03-03,09:10:00")
     changed = _settings(conf, landing, lakehouse)
     with pytest.raises(RunIncomplete) as refused:
-        run_pipeline(spark, changed, Layer.ALL, Trigger(), monitor=False)
+        run_pipeline(spark, changed, RunTarget.ALL, Trigger(), monitor=False)
     message = str(refused.value)
     assert refused.value.table == "gold/category_revenue_1h", message
     for said in ('window.size: "1 hour" -> "2 hours"', 'aggregates.top_price added',
@@ -114,7 +114,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     # The advice, followed, gives what a fresh lakehouse gives with the new declaration.
     assert main(["backfill", "gold/category_revenue_1h", "--full-refresh", "--yes", *paths]) == 0
     fresh = _settings(conf, landing, tmp_path / "fresh")
-    run_pipeline(spark, fresh, Layer.ALL, Trigger(), monitor=False)
+    run_pipeline(spark, fresh, RunTarget.ALL, Trigger(), monitor=False)
     refreshed = _rows(spark, changed, "gold/category_revenue_1h", "*")
     assert refreshed == _rows(spark, fresh, "gold/category_revenue_1h", "*")
     assert {end - start for start, end, *_ in refreshed} == {timedelta(hours=2)}
@@ -130,13 +130,13 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
                                "longer has")):
         _edit(pipeline, change)
         with pytest.raises(RunIncomplete) as refused:
-            run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(),
+            run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
                          monitor=False)
         assert refused.value.table == "silver/order_lines", str(refused.value)
         assert said in str(refused.value) and "--full-refresh" in str(refused.value)
         pipeline.write_text(original, encoding="utf-8")
     assert ("o30", 1) not in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
-    run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(), monitor=False)
+    run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(), monitor=False)
     assert ("o30", 1) in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
 
     # A gold table taken out of the declaration: its table stays, and each run says so (before:
@@ -144,7 +144,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     pipeline.write_text(original[:original.index("  store_sessions:\n")], encoding="utf-8")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="medallion.engine.runner"):
-        runs = run_pipeline(spark, _settings(conf, landing, lakehouse), Layer.ALL, Trigger(),
+        runs = run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
                             monitor=False)
     assert "gold/store_sessions" not in {run.table for run in runs}
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("gold/store_sessions")]

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUALITY_RESULTS, TableSpec
 from medallion.project import load_settings
 from tests.conf_support import copy_base_conf
@@ -63,14 +63,14 @@ gold:
     land(("o1", 1, "s1", 2, "3.50", "10:00:00", "food", "Paris"),
          ("o1", 2, "s1", 1, "10.00", "10:14:59", "food", "Paris"),
          ("o3", 1, "s3", 5, None, "10:20:00", "toys", "closed"))
-    first = {run.table: run for run in run_pipeline(spark, settings, Layer.GOLD, Trigger(),
+    first = {run.table: run for run in run_pipeline(spark, settings, RunTarget.GOLD, Trigger(),
                                                     monitor=False)}
     assert set(first) == {"gold/category_revenue_sliding", "gold/store_visits"}
     # 10:20 joins s1's open session and three of its open windows (MERGEd); 12:00 moves the
     # watermark to 11:40, which closes that session.
     land(("o1", 3, "s1", 1, "1.00", "10:20:00", "food", "Paris"),
          ("o2", 1, "s2", 1, "10.00", "12:00:00", "food", "Lyon"))
-    run_pipeline(spark, settings, Layer.GOLD, Trigger(), monitor=False)
+    run_pipeline(spark, settings, RunTarget.GOLD, Trigger(), monitor=False)
 
     def hour(start: str) -> tuple[datetime, datetime]:
         begin = at(start)

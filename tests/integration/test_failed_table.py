@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.errors import JobError
 from medallion.io.tables import RUN_OUTCOMES
 from medallion.project import load_settings
@@ -53,7 +53,7 @@ def test_a_failing_table_leaves_the_other_tables_of_its_layer_to_finish(
     shared = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         with pytest.raises(JobError, match=r"silver/events: .*a bug in the step"):
-            run_pipeline(spark, settings, Layer.ALL, Trigger())
+            run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", shared)
     notes = spark.read.format("delta").load(settings.table_path("silver", "notes"))

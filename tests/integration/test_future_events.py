@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from medallion.samples.generate import write_atomically
 from tests.events_tables import SILVER_QUARANTINE
@@ -31,11 +31,11 @@ def test_an_event_stamped_years_ahead_is_quarantined_and_later_events_still_coun
     write_atomically(landing / "events" / "burst-1.json",
                      [_event(f"a{i}", f"2025-01-27T10:0{i}:00Z") for i in range(5)]
                      + [_event("far", "9999-12-31T00:00:00Z")])
-    run_pipeline(spark, settings, Layer.ALL, NOW)
+    run_pipeline(spark, settings, RunTarget.ALL, NOW)
     # The next burst, 6 minutes after the last event: well within the 10-minute watermark.
     write_atomically(landing / "events" / "burst-2.json",
                      [_event(f"b{i}", f"2025-01-27T10:10:0{i}Z") for i in range(3)])
-    runs = run_pipeline(spark, settings, Layer.ALL, NOW)
+    runs = run_pipeline(spark, settings, RunTarget.ALL, NOW)
 
     quarantine = [(r["event_id"], r["reasons"]) for r in
                   DeltaTable(SILVER_QUARANTINE.path(settings)).to_pyarrow_dataset().to_table()

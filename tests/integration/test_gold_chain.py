@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import TableSpec
 from medallion.ops.backfill import BackfillError, plan_backfill
 from medallion.project import load_settings
@@ -67,7 +67,7 @@ def test_one_run_carries_rows_down_a_chain_of_gold_tables_and_a_range_backfill_c
             [("10:00:00", 1), ("10:04:59", 2), ("10:05:00", 3), ("10:12:00", 4), ("10:31:00", 5)])],
         silver.schema_ddl).write.format("delta").mode("append").save(silver.path(settings))
 
-    runs = {run.table: run for run in run_pipeline(spark, settings, Layer.GOLD, Trigger(),
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.GOLD, Trigger(),
                                                     monitor=False)}
 
     # The watermark (10 minutes) stands at 10:21: the three windows before it are closed and

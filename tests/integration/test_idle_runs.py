@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from medallion.config.model import Trigger
 from medallion.engine.gold.job import gold_flows
 from medallion.engine.idle import DeltaInput, FolderInput, FolderLook, nothing_new, skippable
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.events_tables import BRONZE_EVENTS, SILVER_EVENTS
@@ -59,7 +59,7 @@ def _idle(spark: SparkSession, settings: Settings) -> dict[str, bool]:
 
 def _run(spark: SparkSession, settings: Settings) -> dict[str, int]:
     """Rows each table's query read in one run of every layer."""
-    return {run.table: run.rows_in for run in run_pipeline(spark, settings, Layer.ALL, Trigger())}
+    return {run.table: run.rows_in for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
 
 
 def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
@@ -71,7 +71,7 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
     shutil.copytree(staging / "customers", landing / "customers")
     (landing / "events").mkdir(parents=True)
     shutil.copy(staging / "events" / "i1-0000.json", landing / "events")
-    first = run_pipeline(spark, settings, Layer.ALL, Trigger())
+    first = run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert {run.table: run.rows_in for run in first}[BRONZE_EVENTS.key] > 0
     # A pipeline whose sources have landed nothing starts no query and creates no table.
     orders = [run for run in first if run.table.endswith(("orders", "products", "stores",
@@ -95,7 +95,7 @@ def test_idle_run_starts_nothing_and_each_kind_of_pending_work_starts_its_query(
     assert idle[SILVER_EVENTS.key] is True
     # bronze alone: now silver's input has a version silver has not read
     bronze_only = {run.table: run.rows_in for run in
-                   run_pipeline(spark, settings, Layer.BRONZE, Trigger())}
+                   run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())}
     assert bronze_only[BRONZE_EVENTS.key] > 0
     assert _idle(spark, settings)[SILVER_EVENTS.key] is False
     after = _run(spark, settings)
@@ -140,7 +140,7 @@ def test_a_landing_zone_that_does_not_exist_is_warned_of(
     no word: one source's folder may be missing before its first data, the whole zone not."""
     assert not Path(settings.paths.landing).exists()
     with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
-        runs = run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+        runs = run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
     assert all(run.batches == 0 for run in runs)
     assert [r.getMessage() for r in caplog.records] == [
         f"the landing zone {settings.paths.landing} does not exist: the file sources have nothing "
@@ -149,5 +149,5 @@ def test_a_landing_zone_that_does_not_exist_is_warned_of(
     caplog.clear()
     (Path(settings.paths.landing) / "events").mkdir(parents=True)  # the zone, no data yet
     with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
-        run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+        run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
     assert caplog.records == []

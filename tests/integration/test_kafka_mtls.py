@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.errors import ConfigError
 from medallion.project import Settings, load_settings
 from medallion.samples.produce import ProduceError, producer_config, send_lines
@@ -160,7 +160,7 @@ def test_produce_and_bronze_get_in_with_the_client_certificate(
     assert secured.pki.password not in repr(settings)
 
     assert send_lines(settings.kafka, TOPIC, LINES, timeout=60) == len(LINES)
-    runs = {run.table: run for run in run_pipeline(spark, settings, Layer.BRONZE, Trigger(),
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.BRONZE, Trigger(),
                                                    monitor=False)}
 
     assert runs[BRONZE_EVENTS_KAFKA.key].rows_out == len(LINES)
@@ -169,8 +169,8 @@ def test_produce_and_bronze_get_in_with_the_client_certificate(
     assert {row.topic for row in landed.select("topic").distinct().collect()} == {TOPIC}
 
     # publishing makes the topic, through the same certificate (Kafka's admin client)
-    run_pipeline(spark, settings, Layer.SILVER, Trigger(), monitor=False)
-    (published,) = run_pipeline(spark, settings, Layer.PUBLISH, Trigger(), monitor=False)
+    run_pipeline(spark, settings, RunTarget.SILVER, Trigger(), monitor=False)
+    (published,) = run_pipeline(spark, settings, RunTarget.PUBLISH, Trigger(), monitor=False)
     assert published.rows_out == 1  # the line that is not JSON
     admin = AdminClient({**producer_config(settings.kafka)})
     assert PUBLISHED in admin.list_topics(timeout=10).topics

@@ -17,7 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config.model import KafkaPublish
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.project import Settings
 from medallion.samples.produce import producer_config, send_lines
@@ -118,7 +118,7 @@ def send_tombstone(settings: Settings, topic: str, key: bytes) -> None:
 
 
 def _run(spark: SparkSession, settings: Settings) -> dict[str, TableRun]:
-    return {run.table: run for run in run_pipeline(spark, settings, Layer.ALL,
+    return {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL,
                                                    settings.streaming.trigger)}
 
 

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import KafkaPublish, Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.errors import JobError
 from medallion.ops.backfill import backfill_gold, full_refresh, plan_backfill
@@ -52,11 +52,11 @@ def test_a_missing_publish_topic_is_made_before_the_first_record(
         settings.kafka, publish=(KafkaPublish("silver/events", topic, ("event_id",)),)))
     generate_landing(settings.paths.landing, GenerateSpec(events=150, files=1, users=20))
     trigger = Trigger()
-    for layer in (Layer.BRONZE, Layer.SILVER):
+    for layer in (RunTarget.BRONZE, RunTarget.SILVER):
         run_pipeline(spark, settings, layer, trigger)
     assert topic not in strict_broker.admin().list_topics(timeout=10).topics
 
-    (run,) = run_pipeline(spark, settings, Layer.PUBLISH, trigger)
+    (run,) = run_pipeline(spark, settings, RunTarget.PUBLISH, trigger)
 
     assert run.table == f"publish:silver/events->{topic}"
     meta = strict_broker.admin().list_topics(topic, timeout=10).topics[topic]
@@ -68,7 +68,7 @@ def test_a_missing_publish_topic_is_made_before_the_first_record(
     assert sorted(key for key, _ in published) == sorted(silver)
 
     # the next run finds the topic there and sends nothing again
-    (again,) = run_pipeline(spark, settings, Layer.PUBLISH, trigger)
+    (again,) = run_pipeline(spark, settings, RunTarget.PUBLISH, trigger)
     assert again.rows_in == 0
 
     # a topic the brokers refuse to make (its name collides with the one above, "." against "_"
@@ -77,7 +77,7 @@ def test_a_missing_publish_topic_is_made_before_the_first_record(
     settings = replace(settings, kafka=replace(
         settings.kafka, publish=(KafkaPublish("silver/events_quarantine", refused, ()),)))
     with pytest.raises(JobError) as error:
-        run_pipeline(spark, settings, Layer.PUBLISH, trigger)
+        run_pipeline(spark, settings, RunTarget.PUBLISH, trigger)
     assert error.value.table == f"kafka.publish topic {refused}"
     assert "could not be created" in error.value.cause
     assert "InvalidTopicException" in error.value.cause and topic in error.value.cause
@@ -100,7 +100,7 @@ def test_publishing_goes_on_after_backfills_rewrite_what_it_published(
     trigger = Trigger()
 
     def run(layers: list[str]) -> list[TableRun]:
-        return [r for layer in layers for r in run_pipeline(spark, settings, Layer(layer), trigger)]
+        return [r for layer in layers for r in run_pipeline(spark, settings, RunTarget(layer), trigger)]
 
     def keys(table: str, *columns: str) -> list[str]:
         rows = spark.read.format("delta").load(settings.table_path(*table.split("/")))

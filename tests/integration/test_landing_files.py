@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from medallion.config.model import S3Settings, Trigger
 from medallion.engine.idle import FolderInput, FolderLook, files_under, location, nothing_new
-from medallion.engine.runner import Layer, RunIncomplete, run_pipeline
+from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
 from medallion.errors import InputRefused, JobError
 from medallion.io import hadoopfs
 from medallion.io.hadoopfs import FileHeads
@@ -71,7 +71,7 @@ def _bronze_warnings(spark: SparkSession, settings: Settings, caplog: pytest.Log
     """Run bronze; the warnings of bronze's job whose message holds ``containing``."""
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="medallion.engine.bronze.job"):
-        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+        run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     return [r.getMessage() for r in caplog.records if containing in r.getMessage()]
 
 
@@ -82,8 +82,8 @@ def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
     (events / "export-0000.json").write_bytes(b"\n".join([BOM, LATIN_1, GARBAGE, UTF_8, CRLF]) + b"\n")
     _land_customers(settings)
 
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
-    runs = run_pipeline(spark, settings, Layer.SILVER, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
+    runs = run_pipeline(spark, settings, RunTarget.SILVER, NOW)
 
     # Bronze: every line, byte for byte, but for what is not content: Spark's reader takes the
     # byte-order mark and the line end (\r\n as well as \n) off.
@@ -134,7 +134,7 @@ def test_a_file_changed_after_bronze_read_it_is_warned_of(
     write_atomically(events / "batch-1.json", [UTF_8.decode()])
     write_atomically(events / "batch-2.json", [CRLF.decode().strip()])
     _land_customers(settings)
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
 
     write_atomically(events / "batch-1.json", [UTF_8.decode(), BOM[3:].decode()])  # corrected
     later = (events / "batch-2.json").stat().st_mtime + 60
@@ -175,7 +175,7 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
     events = Path(settings.paths.landing) / "events"
     for batch in range(3):  # three batches of the source log to read back
         write_atomically(events / f"batch-{batch}.json", [UTF_8.decode()])
-        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+        run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     assert spark.read.format("delta").load(BRONZE_EVENTS.path(settings)).count() == 3
 
     counts: Counter[tuple[str, str]] = Counter()
@@ -190,7 +190,7 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
         counts["list", str(top).rstrip("/")] += 1
         return walk(top, *args, **kwargs)
     monkeypatch.setattr(os, "walk", counted_walk)
-    runs = run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    runs = run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
 
     assert [(run.table, run.rows_in) for run in runs if run.table == BRONZE_EVENTS.key] == [
         (BRONZE_EVENTS.key, 0)]
@@ -229,7 +229,7 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
     assert nothing_new(spark, checkpoint, events_input())
     write_atomically(events / "2025-01-28" / "d.json", [CRLF.decode().strip()])
     assert not nothing_new(spark, checkpoint, events_input())
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     assert bronze.count() == 3
 
     # A range backfill of bronze picks the same files: those in folders under it, not the hidden.
@@ -249,13 +249,13 @@ def test_a_file_landed_with_an_old_modification_time_is_read(
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "today.json", [UTF_8.decode()])
     _land_customers(settings)
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
 
     old = events / "exported-last-month.json"
     write_atomically(old, [BOM[3:].decode(), CRLF.decode().strip()])
     month_ago = (datetime.now(timezone.utc) - timedelta(days=30)).timestamp()
     os.utime(old, (month_ago, month_ago))
-    [run] = [r for r in run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    [run] = [r for r in run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
              if r.table == BRONZE_EVENTS.key]
     assert (run.batches, run.rows_out) == (1, 2)
     bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
@@ -287,7 +287,7 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_is_refused_and_the_rest
     write_atomically(orders / "2026-03-02" / "c.csv", [swapped, "o3,1,p1,s1,1,10.00,2026-03-02,09:10:00"])
 
     with pytest.raises(RunIncomplete) as refused:
-        run_pipeline(spark, settings, Layer.ALL, NOW)
+        run_pipeline(spark, settings, RunTarget.ALL, NOW)
     assert str(refused.value) == (
         f"bronze/orders: 1 landing file(s) in {orders} have a header other than the declared "
         f"{ORDERS_HEADER} (sources.orders.header in {REPO}/conf/pipelines/orders.yaml), and "
@@ -308,11 +308,11 @@ def test_a_csv_file_whose_header_is_not_the_declared_one_is_refused_and_the_rest
         (False, refused.value.cause)]
     # A service does not start without one of its tables: it fails at once, nothing left running.
     with pytest.raises(InputRefused, match="Nothing was ingested into bronze/orders"):
-        run_pipeline(spark, settings, Layer.ALL, Trigger.parse("processing-time=5 seconds"))
+        run_pipeline(spark, settings, RunTarget.ALL, Trigger.parse("processing-time=5 seconds"))
     assert spark.streams.active == []
 
     (orders / "2026-03-02" / "c.csv").rename(orders / "2026-03-02" / "c.csv.rejected")
-    run_pipeline(spark, settings, Layer.ALL, NOW)
+    run_pipeline(spark, settings, RunTarget.ALL, NOW)
     lines = spark.read.format("delta").load(str(Path(settings.paths.lakehouse, "silver", "order_lines")))
     assert sorted((r["order_id"], r["store_id"], r["sku"]) for r in lines.collect()) == [
         ("o1", "s1", "p1"), ("o2", "s1", "p1")]
@@ -363,7 +363,7 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
 
     caplog.set_level(logging.WARNING, logger="medallion.engine.bronze.job")
     with pytest.raises(JobError) as refused:
-        run_pipeline(spark, settings, Layer.BRONZE, NOW)
+        run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     declared = f"sources.stores.schema in {tmp_path}/conf/pipelines/orders.yaml"
     assert str(refused.value).startswith(
         f"bronze/stores: 3 landing file(s) in {stores} cannot be read as the columns that "
@@ -379,7 +379,7 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
     for name in ("export.parquet", "number-id.parquet", "text-date.parquet"):
         (stores / name).rename(tmp_path / name)
     caplog.clear()
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     assert [r.getMessage() for r in caplog.records if "lack" in r.getMessage()] == [
         f"bronze/stores: 1 file(s) in {stores} lack columns that {declared} declares, and are "
         "read with them null: lacking.parquet lacks city, opened"]
@@ -388,7 +388,7 @@ def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_
         ("s1", "Paris", opened), ("s2", "Lyon", opened), ("s3", None, None)]
 
     caplog.clear()  # read files are not looked at again
-    run_pipeline(spark, settings, Layer.BRONZE, NOW)
+    run_pipeline(spark, settings, RunTarget.BRONZE, NOW)
     assert [r.getMessage() for r in caplog.records if "lack" in r.getMessage()] == []
 
 

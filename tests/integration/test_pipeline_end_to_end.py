@@ -11,7 +11,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.io.tables import RUN_RECORDS
 from medallion.project import Settings
@@ -71,7 +71,7 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
     first = GenerateSpec(events=400, files=2, users=25, burst="b1", start=START,
                          seconds_between_events=3, seed=11)
     written = generate_landing(landing, first)
-    runs = by_table(run_pipeline(spark, settings, Layer.ALL, Trigger()))
+    runs = by_table(run_pipeline(spark, settings, RunTarget.ALL, Trigger()))
     model.run(read_lines(p for p in written if p.suffix == ".json"),
               read_segments(p for p in written if p.suffix == ".csv"))
     assert model.quarantined > 0 and model.duplicates > 0  # the data exercises both paths
@@ -95,7 +95,7 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
         for i in range(3)
     ]
     write_atomically(landing / "events" / "b2-stragglers.json", stragglers)
-    runs = by_table(run_pipeline(spark, settings, Layer.ALL, Trigger()))
+    runs = by_table(run_pipeline(spark, settings, RunTarget.ALL, Trigger()))
     model.run(read_lines([*[p for p in written2 if p.suffix == ".json"],
                           landing / "events" / "b2-stragglers.json"]), {})
     assert model.late_dropped >= 3  # the stragglers, at least
@@ -120,7 +120,7 @@ def test_two_bursts_then_an_idle_run(spark: SparkSession, settings: Settings) ->
     # A run with nothing new commits nothing anywhere.
     before = table_versions(spark, settings)
     frozen = snapshot(settings)
-    runs = by_table(run_pipeline(spark, settings, Layer.ALL, Trigger()))
+    runs = by_table(run_pipeline(spark, settings, RunTarget.ALL, Trigger()))
     assert table_versions(spark, settings) == before
     assert snapshot(settings) == frozen
     assert all(run.rows_in == 0 for run in runs.values())

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
 from medallion.engine.gold.job import UpsertWriter, flow_tables, gold_flows
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.sinks.delta import ensure_table
 from medallion.io.sources.delta import read_table_stream
 from medallion.project import Settings
@@ -41,7 +41,7 @@ def land_silver(spark: SparkSession, settings: Settings,
 
 
 def attribution(spark: SparkSession, settings: Settings) -> dict[str, tuple[object, ...]]:
-    run_pipeline(spark, settings, Layer.GOLD, Trigger(), monitor=False)
+    run_pipeline(spark, settings, RunTarget.GOLD, Trigger(), monitor=False)
     rows = spark.read.format("delta").load(settings.table_path("gold", "purchase_attribution"))
     return {row["event_id"]: (row["attributed_event_id"], row["attributed_event_type"],
                               row["attributed_time"], row["delay_seconds"])

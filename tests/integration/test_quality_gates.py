@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import JobError
 from medallion.io.sinks.delta import path_exists
 from medallion.io.sources.delta import newest_table_version
@@ -119,8 +119,8 @@ def test_warn_records_drop_quarantines_and_the_accounting_holds(
                           lakehouse=settings.paths.lakehouse)
     assert [e.name for e in gated.expectations_of("silver/events")] == [
         "user_format", "big_amount", "unique_ids"]
-    run_pipeline(spark, gated, Layer.BRONZE, NOW)
-    runs = run_pipeline(spark, gated, Layer.SILVER, NOW)
+    run_pipeline(spark, gated, RunTarget.BRONZE, NOW)
+    runs = run_pipeline(spark, gated, RunTarget.SILVER, NOW)
 
     silver = spark.read.format("delta").load(SILVER_EVENTS.path(gated))
     assert sorted(r["event_id"] for r in silver.collect()) == ["e1", "e2", "e4"]
@@ -185,7 +185,7 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
         _event("e3", "u0002", "view", "2025-01-27T10:02:00Z"),
         _event("e9", "u0001", "view", "2025-01-27T11:00:00Z"),  # moves the watermark on
     ])
-    run_pipeline(spark, settings_of("failing"), Layer.BRONZE, NOW)
+    run_pipeline(spark, settings_of("failing"), RunTarget.BRONZE, NOW)
 
     # The failing rule, through the command line: non-zero exit, a message naming the table,
     # the expectation and what was observed, and no progress bars in the job's output.
@@ -218,25 +218,25 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
 
     # The rule is fixed: the same batch runs again and is committed once.
     fixed = settings_of("fixed")
-    run_pipeline(spark, fixed, Layer.SILVER, NOW)
+    run_pipeline(spark, fixed, RunTarget.SILVER, NOW)
     assert _rows(spark, silver_path) == 4
     assert newest_table_version(spark, silver_path) == 1
     assert path_exists(spark, f"{checkpoint}/commits/0")
     passes = {r for r in _results(spark, base) if r[2] == "amount_at_most"}
     assert passes == {("silver/events", 0, "amount_at_most", "fail", False, 1),
                       ("silver/events", 0, "amount_at_most", "fail", True, 0)}
-    run_pipeline(spark, fixed, Layer.SILVER, NOW)  # nothing new: nothing committed
+    run_pipeline(spark, fixed, RunTarget.SILVER, NOW)  # nothing new: nothing committed
     assert newest_table_version(spark, silver_path) == 1
 
     # Gold: the failing rule stops gold/event_counts_5m before its MERGE.
     with pytest.raises(JobError) as error:
-        run_pipeline(spark, settings_of("failing"), Layer.GOLD, NOW)
+        run_pipeline(spark, settings_of("failing"), RunTarget.GOLD, NOW)
     assert error.value.table == "gold/event_counts_5m"
     assert "'few_events'" in str(error.value) and "rows unexpected" in str(error.value)
     counts_path = GOLD_EVENT_COUNTS_5M.path(base)
     assert newest_table_version(spark, counts_path) == 0
     # Fixed: the windows are written once; sessions of more than one event go to quarantine.
-    run_pipeline(spark, fixed, Layer.GOLD, NOW)
+    run_pipeline(spark, fixed, RunTarget.GOLD, NOW)
     counts = {(r["event_type"], r["event_count"]) for r in
               spark.read.format("delta").load(counts_path).collect()}
     assert counts == {("view", 2), ("purchase", 1), ("view", 1)}

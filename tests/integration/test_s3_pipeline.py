@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.s3 import parse_s3, s3_client
 from medallion.io.tables import undeclared_tables
 from medallion.ops.infra.s3proxy import S3ProxyServer
@@ -39,7 +39,7 @@ def test_pipeline_on_s3_matches_the_local_run(
 
     land_files(settings, [f for f in files if f.suffix == ".json"])  # events: the one *.json source
     land_files(settings, [f for f in files if f.suffix != ".json"], entity="customers")
-    runs = run_pipeline(spark, settings, Layer.ALL, Trigger())
+    runs = run_pipeline(spark, settings, RunTarget.ALL, Trigger())
 
     assert {run.table for run in runs} >= {BRONZE_EVENTS.key, SILVER_EVENTS.key}
     actual = table_rows(spark, settings)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 
@@ -70,12 +70,12 @@ def test_a_field_added_to_a_struct_column_is_added_to_the_table_and_old_rows_hol
         return load_settings(env="local", conf_dir=conf, landing=str(landing),
                              lakehouse=str(lakehouse))
 
-    run_pipeline(spark, settings(), Layer.ALL, Trigger(), monitor=False)
+    run_pipeline(spark, settings(), RunTarget.ALL, Trigger(), monitor=False)
 
     pipeline.write_text(WIDER, encoding="utf-8")
     (landing / "readings" / "2.json").write_text(
         _reading("r2", model="pi-5", unit="celsius") + "\n", encoding="utf-8")
-    runs = run_pipeline(spark, settings(), Layer.ALL, Trigger(), monitor=False)
+    runs = run_pipeline(spark, settings(), RunTarget.ALL, Trigger(), monitor=False)
     assert {(r.table, r.rows_out, r.quarantined) for r in runs} >= {("silver/readings", 1, 0)}
 
     table = spark.read.format("delta").load(str(lakehouse / "silver" / "readings"))

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
 from tests.conftest import REPO
@@ -74,7 +74,7 @@ def test_backfill_of_a_range_leaves_gold_equal_to_a_recomputation_from_silver(
     landing = Path(settings.paths.landing)
     generate_landing(landing, GenerateSpec(events=120, files=2, users=6, burst="k1", start=START,
                                            seconds_between_events=10, seed=21))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     start = START.replace(tzinfo=None)  # PySpark hands back naive UTC datetimes (TZ=UTC here)
     end = start + 2 * FIVE
     # Gold goes wrong in the range (as after a bug, or a lost batch): counts doubled, a row lost.
@@ -108,7 +108,7 @@ def test_full_refresh_equals_a_fresh_run(spark: SparkSession, settings: Settings
     generate_landing(Path(settings.paths.landing),
                      GenerateSpec(events=100, files=2, users=6, burst="f1", start=START,
                                   seconds_between_events=10, seed=31))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     before = snapshot(settings)
     silver_log = Path(SILVER_EVENTS.path(settings)) / "_delta_log"
     commits = sorted(silver_log.glob("*.json"))
@@ -149,7 +149,7 @@ def test_bronze_backfill_ingests_a_redelivered_file_once_and_silver_removes_what
     landed = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
     for path in events:  # both delivered at noon
         os.utime(path, (landed, landed))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     model = Lakehouse()
     model.run(read_lines(events), read_segments(p for p in written if p.suffix == ".csv"))
     assert model.quarantined > 0 and model.duplicates > 0  # broken and duplicated lines in it
@@ -163,7 +163,7 @@ def test_bronze_backfill_ingests_a_redelivered_file_once_and_silver_removes_what
     write_atomically(redelivered, [*read_lines([redelivered]), *extra])
     again = datetime(2025, 3, 1, 15, 0, tzinfo=timezone.utc).timestamp()
     os.utime(redelivered, (again, again))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert_matches_model(spark, settings, model)  # the stream does not read a name twice
 
     window = ("--from", "2025-03-01T14:00:00Z", "--to", "2025-03-01T16:00:00Z")
@@ -176,7 +176,7 @@ def test_bronze_backfill_ingests_a_redelivered_file_once_and_silver_removes_what
 
     # The same backfill again (a retry after a crash, say) and a scheduled run: nothing changes.
     assert cli(settings, "backfill", "bronze/events", *window) == 0
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert_matches_model(spark, settings, model)
     # A range with no landing file in it is refused.
     assert cli(settings, "backfill", "bronze/events", "--from", "2025-03-02",
@@ -210,7 +210,7 @@ def test_a_range_cutting_through_sessions_leaves_them_whole_and_open_ones_to_the
     And the recomputation wrote sessions the stream had not closed yet, which it appends later."""
     generate_landing(settings.paths.landing, GenerateSpec(
         events=200, files=1, users=10, seconds_between_events=20, late_rate=0))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     table = settings.table_path("gold", "user_sessions")
 
     def written() -> list[tuple]:
@@ -233,6 +233,6 @@ def test_a_range_cutting_through_sessions_leaves_them_whole_and_open_ones_to_the
     assert written() == before  # nothing late, so each closed session recomputes as it was
     generate_landing(settings.paths.landing, GenerateSpec(
         events=50, files=1, users=10, start=START + timedelta(hours=3), late_rate=0, burst="b2"))
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     after = [(user, start) for user, start, _, _ in written()]
     assert len(after) == len(set(after)) > len(before)  # the open ones, closed since: once each

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from medallion.cli.main import main
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from medallion.ops.maintenance import RetentionError, check_retention, maintain
 from medallion.ops.status import collect_status
@@ -55,7 +55,7 @@ def test_every_batch_is_monitored_and_status_tells_where_tables_stand(
     model = Lakehouse()
     model.run(lines, read_segments(p for p in written if p.suffix == ".csv"))
 
-    runs = {run.table: run for run in run_pipeline(spark, settings, Layer.ALL, Trigger())}
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
 
     progress = spark.read.format("delta").load(QUERY_PROGRESS.path(settings))
     recorded: dict[str, set[int]] = {}

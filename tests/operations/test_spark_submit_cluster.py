@@ -25,7 +25,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Paths, Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import REPO_CONF, copy_base_conf
@@ -147,5 +147,5 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
     apps = _cluster_state(ui_port)["completedapps"]
     assert [app["name"] for app in apps] == ["medallion-all"]
 
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert snapshot(on_cluster) == snapshot(settings)

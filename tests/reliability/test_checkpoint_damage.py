@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
 from medallion.engine.gold.job import gold_flows
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import TableRun
 from medallion.errors import CheckpointError
 from medallion.io.tables import SILVER_BATCH_METRICS
@@ -58,7 +58,7 @@ def run_all(spark: SparkSession, settings: Settings) -> dict[str, TableRun]:
 
     Without monitoring: its record is not compared here, and it costs commits per layer.
     """
-    return {run.table: run for run in run_pipeline(spark, settings, Layer.ALL, Trigger(),
+    return {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger(),
                                                    monitor=False)}
 
 

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.errors import CheckpointError
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
@@ -99,11 +99,11 @@ def test_a_lost_checkpoint_fails_loudly(spark: SparkSession, tmp_path: Path) -> 
     settings = make_settings(tmp_path)
     generate_landing(Path(settings.paths.landing),
                      GenerateSpec(events=50, files=1, users=5, burst="k1", seed=3))
-    run_pipeline(spark, settings, Layer.BRONZE, Trigger())
-    run_pipeline(spark, settings, Layer.SILVER, Trigger())
+    run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
+    run_pipeline(spark, settings, RunTarget.SILVER, Trigger())
     shutil.rmtree(SILVER_EVENTS.checkpoint(settings))
     with pytest.raises(CheckpointError, match="silver/events: checkpoint .* is missing"):
-        run_pipeline(spark, settings, Layer.SILVER, Trigger())
+        run_pipeline(spark, settings, RunTarget.SILVER, Trigger())
 
 
 def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warned_of(
@@ -116,7 +116,7 @@ def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warn
     landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
     settings = make_settings_at(lakehouse, landing, conf)
     generate_landing(landing, GenerateSpec(events=40, files=1, users=5, burst="a", seed=1))
-    run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+    run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
     generate_landing(landing, GenerateSpec(events=40, files=2, users=5, burst="b", seed=2))
     checkpoint = tmp_path / "lakehouse" / "_checkpoints" / "bronze" / "events"
     run = start_run(conf, landing, lakehouse, tmp_path / "killed.log")
@@ -132,7 +132,7 @@ def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warn
     def warnings() -> list[str]:
         caplog.clear()
         with caplog.at_level("WARNING", logger="medallion.engine.bronze.job"):
-            run_pipeline(spark, settings, Layer.BRONZE, Trigger())
+            run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
         return [r.getMessage() for r in caplog.records if "no longer" in r.getMessage()]
 
     assert warnings() == [

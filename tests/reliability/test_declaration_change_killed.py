@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.project import Settings
 from tests.conftest import REPO
 from tests.integration.test_declaration_changes import HEADER, _edit
@@ -54,14 +54,14 @@ def test_a_run_adding_columns_killed_between_them_then_finished_equals_an_uninte
     crashed = make_settings_at(tmp_path / "crashed", landing, conf)
     with shuffle_partitions_of(spark, clean):
         for settings in (clean, crashed):
-            run_pipeline(spark, settings, Layer.ALL, Trigger(), monitor=False)
+            run_pipeline(spark, settings, RunTarget.ALL, Trigger(), monitor=False)
         _edit(conf / "pipelines" / "orders.yaml", TWO_COLUMNS)
         for day in ("03", "04"):
             (landing / "orders" / f"2026-03-{day}.csv").write_text(
                 HEADER + f"o{day},1,s1,p1,2,10.00,2026-03-{day},09:00:00\n"
                 f"o{day},2,s2,p2,1,5.50,2026-03-{day},09:05:00\n", encoding="utf-8")
         clean = make_settings_at(tmp_path / "clean", landing, conf)
-        run_pipeline(spark, clean, Layer.ALL, Trigger(), monitor=False)
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger(), monitor=False)
 
         silver_log = tmp_path / "crashed" / "silver" / "order_lines" / "_delta_log"
         before = max(int(p.stem) for p in silver_log.glob("*.json"))

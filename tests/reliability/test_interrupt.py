@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.lakehouse_views import snapshot
 from tests.reliability.test_crash_recovery import (
@@ -58,7 +58,7 @@ def test_ctrl_c_stops_a_run_at_once_and_the_next_run_carries_on(
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     stopped = make_settings_at(tmp_path / "stopped", landing, conf)
     with shuffle_partitions_of(spark, clean):
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger())
 
     log = tmp_path / "interrupted.log"
     run = start_run(conf, landing, Path(stopped.paths.lakehouse), log)

@@ -7,7 +7,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import TableSpec
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
@@ -21,8 +21,8 @@ def test_a_log_folder_without_a_commit_is_started_over(spark: SparkSession,
     # What a SIGKILL during DeltaTable.createIfNotExists leaves: the staged commit's folder only.
     for spec in (BRONZE_EVENTS, SILVER_EVENTS):
         (Path(spec.path(settings)) / "_delta_log" / "_staged_commits").mkdir(parents=True)
-    runs = run_pipeline(spark, settings, Layer.BRONZE, Trigger())
-    runs += run_pipeline(spark, settings, Layer.SILVER, Trigger())
+    runs = run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
+    runs += run_pipeline(spark, settings, RunTarget.SILVER, Trigger())
     assert {r.table: r.rows_in for r in runs}["bronze/events"] == 40
     def rows(spec: TableSpec) -> int:
         return spark.read.format("delta").load(spec.path(settings)).count()

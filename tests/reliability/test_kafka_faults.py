@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import JobError
 from medallion.samples.produce import send_lines
 from tests.conf_support import copy_base_conf
@@ -151,7 +151,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
     settings = with_kafka_topics(settings, topic)
     first, second = _lines("a", 5), _lines("b", 5)
     send_lines(settings.kafka, topic, first)
-    run_pipeline(spark, settings, Layer.BRONZE, settings.streaming.trigger)
+    run_pipeline(spark, settings, RunTarget.BRONZE, settings.streaming.trigger)
     assert sorted(_bronze_raw(spark, tmp_path)) == sorted(first)
 
     # offsets 5..9 arrive, then 5, 6 and 7 age out before bronze reads them
@@ -159,7 +159,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
     kafka_broker.delete_records_before(topic, 0, 8)
 
     with pytest.raises(JobError) as failure:
-        run_pipeline(spark, settings, Layer.BRONZE, settings.streaming.trigger)
+        run_pipeline(spark, settings, RunTarget.BRONZE, settings.streaming.trigger)
     message = str(failure.value)
     assert message.startswith("bronze/events_kafka: ")
     assert f"offsets [5, 10) of {topic}-0" in message, message
@@ -168,7 +168,7 @@ def test_offsets_aged_out_fail_or_are_counted(spark: SparkSession, kafka_broker:
 
     lenient = replace(settings, kafka=replace(settings.kafka, fail_on_data_loss=False))
     with caplog.at_level("WARNING", logger="medallion.engine.bronze.job"):
-        runs = run_pipeline(spark, lenient, Layer.BRONZE, lenient.streaming.trigger)
+        runs = run_pipeline(spark, lenient, RunTarget.BRONZE, lenient.streaming.trigger)
     kafka_run = next(run for run in runs if run.table == "bronze/events_kafka")
     assert kafka_run.offsets_missing == 3
     assert kafka_run.rows_in == 2

@@ -24,7 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.lakehouse_views import snapshot
@@ -151,7 +151,7 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
         for phase, burst in enumerate(("k1", "k2")):  # a new lakehouse, then one with history
             _burst(landing, burst, seed * 10 + phase)
             started = time.monotonic()
-            run_pipeline(spark, clean, Layer.ALL, Trigger())  # the uninterrupted run of this burst
+            run_pipeline(spark, clean, RunTarget.ALL, Trigger())  # the uninterrupted run of this burst
             horizon = time.monotonic() - started + JVM_START_SECONDS
             if phase == 1 and seed == SEEDS[0]:  # planned points, where the history is
                 landed.update(planned_kills(conf, landing, crashed_lakehouse,

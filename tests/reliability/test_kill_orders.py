@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
 from medallion.project import Settings
 from tests.conftest import REPO
@@ -104,11 +104,11 @@ def test_orders_killed_mid_batch_in_every_layer_ends_equal_to_uninterrupted_runs
         # The history: the first files run once, and the lakehouse copied (nothing in its tables
         # or checkpoints names its own folder; the landing zone is the same).
         _order_files(landing, 0)
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger())
         shutil.copytree(clean.paths.lakehouse, crashed_lakehouse)
         # The next files, where the kills land; then a run to the end.
         _order_files(landing, 1)
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger())
         landed = planned_kills(conf, landing, crashed_lakehouse, tmp_path / "planned.log",
                                crashed_lakehouse / "_checkpoints", POINTS, *ORDERS)
         assert landed == ["bronze", "silver", "gold"], landed

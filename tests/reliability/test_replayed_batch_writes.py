@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 import medallion.engine.gold.job as gold_job
 import medallion.engine.silver.job as silver_job
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS
 from medallion.project import Settings, load_settings
 from medallion.samples.generate import GenerateSpec, generate_landing
@@ -43,7 +43,7 @@ def _lakehouse(root: Path, name: str) -> Settings:
                          lakehouse=str(root / name))
 
 
-def _run(spark: SparkSession, settings: Settings, layer: Layer) -> None:
+def _run(spark: SparkSession, settings: Settings, layer: RunTarget) -> None:
     run_pipeline(spark, settings, layer, Trigger(), monitor=False)
 
 
@@ -64,32 +64,32 @@ def _batch_records(spark: SparkSession, settings: Settings) -> dict[str, Counter
 def test_batches_replayed_after_their_first_writes_landed_write_each_row_once(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = _lakehouse(tmp_path, "reference")
-    _run(spark, reference, Layer.ALL)
+    _run(spark, reference, RunTarget.ALL)
     expected_tables, expected_records = snapshot(reference), _batch_records(spark, reference)
     assert expected_tables["silver/events_quarantine"], "the data has quarantined lines"
     assert {r[0] for r in expected_records["results"]} >= {"silver/events",
                                                            "gold/event_counts_5m"}
 
     settings = _lakehouse(tmp_path, "replayed")
-    _run(spark, settings, Layer.BRONZE)
+    _run(spark, settings, RunTarget.BRONZE)
     with monkeypatch.context() as patch:
         patch.setattr(silver_job, "append_batch", _dies)
         with pytest.raises(Exception, match="silver/events: RuntimeError: the run died right before"):
-            _run(spark, settings, Layer.SILVER)
+            _run(spark, settings, RunTarget.SILVER)
     died = _batch_records(spark, settings)
     assert died["metrics"] == expected_records["metrics"], "the metrics row landed before"
     assert any(table == SILVER_EVENTS.key for table, *_ in died["results"]), (
         "silver's quality results landed before")
     assert not rows(spark, settings, SILVER_EVENTS), "the table's write did not"
 
-    _run(spark, settings, Layer.SILVER)  # replays the batch
+    _run(spark, settings, RunTarget.SILVER)  # replays the batch
     with monkeypatch.context() as patch:
         # A gold table's first rows are appended, later ones MERGEd: both writes die.
         patch.setattr(gold_job, "upsert_batch", _dies)
         patch.setattr(gold_job, "append_batch", _dies)
         with pytest.raises(Exception, match="gold/[a-z_0-9]+: RuntimeError: the run died right before"):
-            _run(spark, settings, Layer.GOLD)
-    _run(spark, settings, Layer.GOLD)  # replays each table's batch
+            _run(spark, settings, RunTarget.GOLD)
+    _run(spark, settings, RunTarget.GOLD)  # replays each table's batch
 
     assert snapshot(settings) == expected_tables
     assert _batch_records(spark, settings) == expected_records

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.engine.streaming import JobError
 from medallion.io.s3 import parse_s3, s3_client
 from medallion.io.tables import lakehouse_tables
@@ -64,7 +64,7 @@ def test_server_stopped_mid_run_then_restarted(
 
     def run() -> None:
         try:
-            outcome["runs"] = run_pipeline(spark, settings, Layer.ALL, Trigger())
+            outcome["runs"] = run_pipeline(spark, settings, RunTarget.ALL, Trigger())
         except Exception as exc:  # noqa: BLE001 - the test looks at it
             outcome["error"] = exc
 
@@ -90,7 +90,7 @@ def test_server_stopped_mid_run_then_restarted(
     client = s3_client(settings.s3)
     committed_before_rerun = _assert_commits_whole(client, lakehouse.bucket, lakehouse.prefix)
     assert committed_before_rerun >= 2  # bronze/events' creation and its first batch at least
-    run_pipeline(spark, settings, Layer.ALL, Trigger())
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
 
     assert _assert_commits_whole(client, lakehouse.bucket, lakehouse.prefix) > \
         committed_before_rerun

@@ -26,7 +26,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
-from medallion.engine.runner import Layer, run_pipeline
+from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
@@ -115,7 +115,7 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
         _burst(landing, "s1", datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc))
         for dimension in ("products", "stores"):  # the orders' dimensions; no orders yet
             shutil.copytree(REPO / "samples" / "landing" / dimension, landing / dimension)
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger())
         first = _tables(clean)
         assert not (landing / "orders").exists()
 
@@ -128,7 +128,7 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
         # what the one before commits
         _burst(landing, "s2", datetime(2025, 1, 28, 10, 0, tzinfo=timezone.utc))
         _orders_land(landing, tmp_path / "staging")
-        run_pipeline(spark, clean, Layer.ALL, Trigger())
+        run_pipeline(spark, clean, RunTarget.ALL, Trigger())
         both = _tables(clean)
         assert both["silver/events"] != first["silver/events"]
         assert both["orders silver/order_lines"]
