@@ -607,3 +607,53 @@ def test_a_struct_field_of_a_typed_input_is_a_column_and_its_null_is_absent_not_
         "no-brand": (None, "b2", "77X", ["missing_brand"]),
         "no-card": (None, None, None, ["missing_brand"]),
     }
+
+
+DELAYS = """
+sources:
+  flights:
+    format: parquet
+    path: flights
+    schema: {id: STRING, dep: STRING, arr: DOUBLE, fare: DOUBLE}
+    bronze: {table: flights}
+silver:
+  flights:
+    input: bronze/flights
+    parse: columns
+    columns:
+      id: {type: STRING, required: true}
+      dep_time: {type: INT, expr: "try_cast(dep AS DOUBLE)"}
+      arr_time: {type: INT, source: arr}
+      fare: {type: "DECIMAL(18,4)", source: fare}
+    dedup: {key: [id]}
+"""
+
+
+def test_a_number_that_does_not_fit_its_declared_type_exactly_is_invalid_not_changed(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An INT exported as a float (``517.0``, as pandas writes an integer column with nulls) is
+    that INT; ``830.5`` is no INT, whether it comes from an expression or from a typed field, and
+    a fare with more decimals than its DECIMAL keeps is no such DECIMAL: each row is quarantined
+    with the column's reason, never stored truncated or rounded."""
+    parse = declared_parse(tmp_path, DELAYS)
+    flights = {
+        "whole": ("517.0", 1201.0, 19.99),
+        "half-dep": ("830.5", 1201.0, 19.99),
+        "half-arr": ("517", 1201.5, 19.99),
+        "fine-fare": ("517", 1201.0, 0.12345),
+        "huge": ("1e12", 1e12, 19.99),
+        "no-dep": (None, 1201.0, None),
+    }
+    bronze_flights = spark.createDataFrame(
+        [(key, *values, "f.parquet", INGESTED) for key, values in flights.items()],
+        "id STRING, dep STRING, arr DOUBLE, fare DOUBLE, source_file STRING, ingested_at TIMESTAMP")
+    rows = bronze_flights.transform(parse).collect()
+    assert {r["id"]: (r["dep_time"], r["arr_time"], r["fare"], list(r["reasons"]))
+            for r in rows} == {
+        "whole": (517, 1201, Decimal("19.9900"), []),
+        "half-dep": (None, 1201, Decimal("19.9900"), ["invalid_dep_time"]),
+        "half-arr": (517, None, Decimal("19.9900"), ["invalid_arr_time"]),
+        "fine-fare": (517, 1201, None, ["invalid_fare"]),
+        "huge": (None, None, Decimal("19.9900"), ["invalid_dep_time", "invalid_arr_time"]),
+        "no-dep": (None, 1201, None, []),
+    }
