@@ -609,6 +609,7 @@ def test_a_struct_field_of_a_typed_input_is_a_column_and_its_null_is_absent_not_
     }
 
 
+
 DELAYS = """
 sources:
   flights:
@@ -629,12 +630,11 @@ silver:
 """
 
 
-def test_a_number_that_does_not_fit_its_declared_type_exactly_is_invalid_not_changed(
+def test_a_number_that_is_not_whole_is_no_integer_whether_typed_or_computed(
         spark: SparkSession, tmp_path: Path) -> None:
     """An INT exported as a float (``517.0``, as pandas writes an integer column with nulls) is
-    that INT; ``830.5`` is no INT, whether it comes from an expression or from a typed field, and
-    a fare with more decimals than its DECIMAL keeps is no such DECIMAL: each row is quarantined
-    with the column's reason, never stored truncated or rounded."""
+    that INT; ``830.5`` is no INT, from an expression or from a typed field: its row is
+    quarantined with the column's reason, never stored truncated. A DECIMAL rounds to its scale."""
     parse = declared_parse(tmp_path, DELAYS)
     flights = {
         "whole": ("517.0", 1201.0, 19.99),
@@ -653,7 +653,36 @@ def test_a_number_that_does_not_fit_its_declared_type_exactly_is_invalid_not_cha
         "whole": (517, 1201, Decimal("19.9900"), []),
         "half-dep": (None, 1201, Decimal("19.9900"), ["invalid_dep_time"]),
         "half-arr": (517, None, Decimal("19.9900"), ["invalid_arr_time"]),
-        "fine-fare": (517, 1201, None, ["invalid_fare"]),
+        "fine-fare": (517, 1201, Decimal("0.1235"), []),
         "huge": (None, None, Decimal("19.9900"), ["invalid_dep_time", "invalid_arr_time"]),
         "no-dep": (None, 1201, None, []),
+    }
+
+
+SEATS = """
+sources:
+  bookings: {format: json_lines, path: bookings, bronze: {table: bookings}}
+silver:
+  bookings:
+    input: bronze/bookings
+    parse: json
+    columns:
+      id: {type: STRING, required: true}
+      seats: {type: INT}
+      total: {type: BIGINT, expr: "try_cast(seats AS DOUBLE) * 2"}
+    dedup: {key: [id]}
+"""
+
+
+def test_a_json_number_that_is_not_whole_is_no_integer(spark: SparkSession, tmp_path: Path) -> None:
+    parse = declared_parse(tmp_path, SEATS)
+    lines = {"three": 3, "three-point-oh": 3.0, "half": 2.5, "tiny": 1e-30, "big": 3e9}
+    rows = bronze(spark, *(json.dumps({"id": key, "seats": value}) for key, value in lines.items())
+                  ).transform(parse).collect()
+    assert {r["id"]: (r["seats"], r["total"], list(r["reasons"])) for r in rows} == {
+        "three": (3, 6, []),
+        "three-point-oh": (3, 6, []),
+        "half": (None, 5, ["invalid_seats"]),  # 2.5 seats is no INT; twice it is a whole 5
+        "tiny": (None, None, ["invalid_seats", "invalid_total"]),
+        "big": (None, 6000000000, ["invalid_seats"]),  # out of INT's range, whole as a BIGINT
     }

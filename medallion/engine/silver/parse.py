@@ -38,7 +38,7 @@ from medallion.pipeline.kinds import (
 from medallion.pipeline.model import ColumnSpec, SilverSpec
 from medallion.pipeline.spec import TableDecl
 from medallion.pipeline.sql import referenced_columns, referenced_paths
-from medallion.pipeline.types import SqlType, struct_path
+from medallion.pipeline.types import INTEGRAL, SqlType, struct_path
 
 Transform = Callable[[DataFrame], DataFrame]
 
@@ -153,8 +153,9 @@ def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
     elif kind.is_timestamp or kind.name == "DATE":  # text, read with the column's format, zone
         value = _from_text(F.when(fits, F.try_variant_get(raw, "$", "string")), column)
     else:
-        value = F.when(fits, F.try_variant_get(raw, "$", "string" if kind.is_string
-                                               else str(kind)))
+        value = F.when(fits, whole_only(F.try_variant_get(raw, "$", "string" if kind.is_string
+                                                          else str(kind)),
+                                        F.try_variant_get(raw, "$", "double"), kind))
     return value, _absent(json_type)
 
 
@@ -186,27 +187,27 @@ def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
     return present & F.coalesce(lost, F.lit(True))
 
 
-def exactly(value: Column, source: Column, source_type: str, target: SqlType) -> Column:
-    """``value``, ``source`` (of SQL type ``source_type``) converted to the numeric type
-    ``target``, where converting it back gives ``source`` again; null (an invalid value) where the
-    conversion lost something: 830.5 as an INT, 0.12345 as a DECIMAL(18,4). Spark's casts from a
-    number truncate or round without a word; a row is quarantined instead of stored changed."""
-    if not target.is_numeric:
+def whole_only(value: Column, number: Column, target: SqlType) -> Column:
+    """``value``, ``number`` converted to ``target``; for an integer type, null (an invalid value)
+    where ``number`` is not whole. Spark's conversion of 830.5 to an INT is 830, without a word: the
+    row is quarantined instead of stored changed. (A DECIMAL rounds to its declared scale.)"""
+    if target.name not in INTEGRAL:
         return value
-    return F.when(value.try_cast(source_type) == source, value)
+    as_double = number.try_cast("double")
+    return F.when(F.floor(as_double) == as_double, value)
 
 
 def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[str, SqlType],
-                  typed_result: str | None = None) -> tuple[Column, Column]:
+                  typed_result: bool = False) -> tuple[Column, Column]:
     """The column's typed value, and whether its raw value is absent (a raw value present whose
-    typed value is null is invalid). ``typed_result``: the SQL type of an expression column's
-    result that is a number or a boolean, converted as such rather than from its text."""
+    typed value is null is invalid). ``typed_result``: an expression column whose result is a
+    number or a boolean, converted as such rather than from its text."""
     if column.expr is not None:
         # Computed from the raw fields beforehand. A null result is an absent value when a raw
         # field it reads is absent, and an invalid one when all of them are there.
         result = F.col(_value_column(column.name))
-        value = exactly(result.try_cast(str(column.type)), result, typed_result, column.type
-                        ) if typed_result else _from_text(result.try_cast("string"), column)
+        value = whole_only(result.try_cast(str(column.type)), result, column.type
+                           ) if typed_result else _from_text(result.try_cast("string"), column)
         return value, result.isNull() & F.col(_some_field_absent_column(column.name))
     if silver.parse is ParseMode.JSON:
         return _json_field(column)
@@ -215,9 +216,8 @@ def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[s
     source_type = input_types.get(path[0]) if len(path) == 1 else struct_path(
         input_types[path[0]], path[1:])
     if source_type is not None and not source_type.is_string:
-        value = raw if source_type == column.type else exactly(
-            raw.try_cast(str(column.type)), raw, str(source_type),
-            column.type) if source_type.is_numeric else raw.try_cast(str(column.type))
+        value = raw if source_type == column.type else whole_only(
+            raw.try_cast(str(column.type)), raw, column.type)
     else:
         value = _from_text(raw, column)
     return value, raw.isNull()
@@ -322,15 +322,14 @@ def parse_record(silver: SilverSpec, input_table: TableDecl) -> Transform:
                 _type_column(c.name)) for c in read])
         # An expression's result that is not text (a number, a boolean) converts as a typed raw
         # field does: text would turn DECIMAL 1000.00 into '1000.00', which is no BIGINT.
-        typed_results = {c.name: rows.schema[_value_column(c.name)].dataType.simpleString()
-                         for c in silver.columns if c.expr is not None
+        typed_results = {c.name for c in silver.columns if c.expr is not None
                          and (c.type.is_numeric or c.type.name == "BOOLEAN")
                          and not isinstance(rows.schema[_value_column(c.name)].dataType,
                                             (StringType, VarcharType, CharType))}
         converted: list[Column] = []
         for column in silver.columns:
             value, absent = _column_value(silver, column, input_types,
-                                          typed_result=typed_results.get(column.name))
+                                          typed_result=column.name in typed_results)
             converted += [value.alias(_typed_value_column(column.name)),
                           absent.alias(_absent_column(column.name))]
         rows = rows.select(*carried, *converted)
