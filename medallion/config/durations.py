@@ -29,4 +29,10 @@ def parse_instant(text: str) -> datetime:
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a date like 2025-01-27 or an ISO 8601 date and time "
                          f"like 2025-01-27T10:00:00Z ({exc})") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # the offset moves it before year 1 or after year 9999
+        raise ValueError(f"{text!r} is out of range: in UTC it falls before 0001-01-01 or after "
+                         "9999-12-31") from None
