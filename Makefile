@@ -29,8 +29,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv, install the package and fetch the JVM jars
 
+# The sample's events end a few hours before now, so its freshness expectation holds.
+SAMPLE_START = $(shell $(PYTHON) -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) - d.timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"))')
+
 run: setup ## sample data (events generated, orders from samples/), bronze -> silver -> gold, show the gold tables
-	$(BIN)/medallion generate --events 20000 --files 4 --burst sample --seed 7
+	$(BIN)/medallion generate --events 20000 --files 4 --burst sample --seed 7 --start $(SAMPLE_START)
 	$(BIN)/medallion land --entity orders samples/landing/orders/*.csv
 	$(BIN)/medallion land --entity products samples/landing/products/*.csv
 	$(BIN)/medallion land --entity stores samples/landing/stores/*.csv
