@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from medallion.config.kafka import TOPIC
-from medallion.config.load import PIPELINES_DIR, read_settings, source_folder_setting
+from medallion.config.load import read_settings, source_folder_setting
 from medallion.config.model import (
     CatalogSettings,
     KafkaPublish,
@@ -40,8 +40,6 @@ from medallion.pipeline.validate import check_pipelines
 from medallion.pipeline.views import name_problem, query_problem
 
 log = logging.getLogger(__name__)
-
-PIPELINES_FOLDER = PIPELINES_DIR
 
 
 @dataclass(frozen=True)
