@@ -32,7 +32,7 @@ from tests.events_tables import (
     GOLD_USER_SESSIONS,
 )
 
-FIXTURES = Path(__file__).resolve().parent / "pipeline_fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "pipeline_fixtures"
 SILVER_DDL = ("event_id STRING, user_id STRING, event_type STRING, timestamp TIMESTAMP, "
               "amount DECIMAL(18,4), customer_name STRING, segment STRING, source_file STRING, "
               "ingested_at TIMESTAMP")
