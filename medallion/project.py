@@ -9,7 +9,6 @@ each checked on its own and against the others; the settings that name declared 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,8 +37,6 @@ from medallion.pipeline.model import ExpectationSpec, GoldSpec, SourceSpec, Tabl
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.validate import check_pipelines
 from medallion.pipeline.views import name_problem, query_problem
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
