@@ -65,8 +65,8 @@ bench-quality: setup ## silver with and without the quality gate on 1M events (E
 bench-listing: setup s3proxy ## list 10,000 landing files, local and on S3, through Hadoop and by Python
 	$(BIN)/python -m tests.benchmarks.bench_listing --files $(or $(FILES),10000)
 
-sql: setup ## interactive spark-sql shell on the lakehouse's catalog (Delta settings included)
-	$(BIN)/medallion sql --shell
+sql: setup ## interactive SQL shell over the lakehouse's tables and views (no JVM; ENGINE=spark: spark-sql)
+	$(BIN)/medallion sql --shell --engine $(or $(ENGINE),duckdb)
 
 thrift-up: setup ## start the Spark Thrift Server (JDBC/ODBC, HiveServer2) on loopback, print its URL
 	$(BIN)/medallion thrift up

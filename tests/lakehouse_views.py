@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
 
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
 from medallion.project import Settings
@@ -114,3 +115,37 @@ def assert_matches_model(spark: SparkSession, settings: Settings, model: Lakehou
     assert _set(rows(spark, settings, t.GOLD_USER_SESSIONS)) == model.user_sessions()
     attribution = _set(rows(spark, settings, purchase_attribution(settings)))
     assert attribution == {tuple(_normal(v) for v in row) for row in model.purchase_attribution()}
+
+
+def csv_lines(frame: DataFrame) -> tuple[str, list[str]]:
+    """A Spark result as ``medallion sql --engine spark --format csv`` prints it: the header and
+    the sorted lines."""
+    from medallion.serving.query import print_result
+
+    out = io.StringIO()
+    print_result(frame, "csv", 0, out)
+    header, *lines = out.getvalue().splitlines()
+    return header, sorted(lines)
+
+
+def fast_csv_lines(settings: Settings, statement: str) -> tuple[str, list[str]]:
+    """The same statement through the fast path (DuckDB over delta-rs), as ``medallion sql
+    --format csv`` prints it."""
+    from medallion.serving.lakehouse import Lakehouse as FastPath
+    from medallion.serving.output import python_rows, write_rows
+
+    result = FastPath(settings).query(statement)
+    out = io.StringIO()
+    write_rows(result.table.column_names, python_rows(result.table), "csv", out)
+    header, *lines = out.getvalue().splitlines()
+    return header, sorted(lines)
+
+
+def assert_engines_agree(spark: SparkSession, settings: Settings, statement: str,
+                         frame: DataFrame | None = None) -> int:
+    """``statement`` gives the same text through Spark (``frame``, else ``spark.sql`` of it)
+    and through the fast path; returns the number of rows."""
+    by_spark = csv_lines(frame if frame is not None else spark.sql(statement))
+    fast = fast_csv_lines(settings, statement)
+    assert fast == by_spark, (statement, fast, by_spark)
+    return len(by_spark[1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from typing import TextIO
 
 from medallion.config.model import Metastore
 from medallion.errors import ConfigError
@@ -101,22 +102,21 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sql(args: argparse.Namespace, settings: Settings) -> int:
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
-    from medallion.errors import JobError
-    from medallion.io.failures import describe_failure
     from medallion.pipeline.sql import split_statements
-    from medallion.serving.query import print_result, spark_sql_shell
-    from medallion.spark.session import build_session
 
-    if args.shell:
-        return spark_sql_shell(settings)
     if args.file:
         with open(args.file, encoding="utf-8") as handle:
             script = handle.read()
     elif args.query:
         script = args.query
+    elif args.shell or sys.stdin.isatty():
+        if args.engine == "spark":
+            from medallion.serving.query import spark_sql_shell
+
+            return spark_sql_shell(settings)
+        from medallion.serving.shell import run_shell
+
+        return run_shell(settings, args.as_of)
     else:
         print("medallion sql: give a statement, -f FILE, or --shell", file=sys.stderr)
         return 2
@@ -124,14 +124,65 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
     if not statements:
         print(f"medallion sql: no statement in {args.file or 'the query'}", file=sys.stderr)
         return 2
+    if args.output and args.output.endswith(".parquet") and args.engine == "spark":
+        print("medallion sql: --output FILE.parquet is written by the fast path; drop "
+              "--engine spark", file=sys.stderr)
+        return 2
+    if args.as_of is not None and args.engine == "spark":
+        print("medallion sql: --as-of is the fast path's; with --engine spark write "
+              "VERSION AS OF or TIMESTAMP AS OF after the table", file=sys.stderr)
+        return 2
+    limit = args.limit if args.limit is not None else 0 if args.output else 1000
+    run = _spark_statements if args.engine == "spark" else _fast_statements
+    if args.output and not args.output.endswith(".parquet"):
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            return run(statements, settings, args, limit, out)
+    return run(statements, settings, args, limit, sys.stdout)
+
+
+def _which(number: int, count: int) -> str:
+    return "the query" if count == 1 else \
+        f"statement {number} of {count} (those before it were run)"
+
+
+def _fast_statements(statements: list[str], settings: Settings, args: argparse.Namespace,
+                     limit: int, out: TextIO) -> int:
+    from medallion.errors import JobError
+    from medallion.serving.lakehouse import Lakehouse, QueryError, load_without_pandas
+    from medallion.serving.output import python_rows, write_parquet, write_rows
+    from medallion.serving.translate import Refused
+
+    load_without_pandas()
+    house = Lakehouse(settings, args.as_of)
+    for number, statement in enumerate(statements, 1):
+        try:
+            result = house.query(statement, limit)
+        except (Refused, QueryError) as exc:
+            raise JobError(_which(number, len(statements)), str(exc)) from None
+        if args.output and args.output.endswith(".parquet"):
+            write_parquet(result.table, args.output)
+        else:
+            write_rows(result.table.column_names, python_rows(result.table), args.format, out,
+                       result.more)
+    return 0
+
+
+def _spark_statements(statements: list[str], settings: Settings, args: argparse.Namespace,
+                      limit: int, out: TextIO) -> int:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from medallion.errors import JobError
+    from medallion.io.failures import describe_failure
+    from medallion.serving.query import print_result
+    from medallion.spark.session import build_session
+
     spark = build_session(settings)
     for number, statement in enumerate(statements, 1):
         try:
-            print_result(spark.sql(statement), args.format, args.limit, sys.stdout)
+            print_result(spark.sql(statement), args.format, limit, out)
         except (Py4JError, PySparkException) as exc:  # one Spark refuses: its reason, once
-            which = "the query" if len(statements) == 1 else \
-                f"statement {number} of {len(statements)} (those before it were run)"
-            raise JobError(which, describe_failure(exc)) from exc
+            raise JobError(_which(number, len(statements)), describe_failure(exc)) from exc
     return 0
 
 
@@ -156,23 +207,34 @@ def _thrift(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.io.deltaread import DeltaReader, sorted_head
+    from medallion.io.deltaread import DeltaReadError
     from medallion.io.tables import lakehouse_tables
-    from medallion.serving.grid import show_string
+    from medallion.serving.lakehouse import Lakehouse, NotCreated, QueryError, load_without_pandas
+    from medallion.serving.output import python_rows, write_rows
+    from medallion.serving.translate import Refused
 
-    house = DeltaReader(settings)  # delta-rs: no Spark
+    load_without_pandas()
+    house = Lakehouse(settings)  # the fast path: no JVM, no catalog lock
+    unreadable = 0
     for spec in lakehouse_tables(settings):
         if spec.layer != "gold":
             continue
         print(f"== {spec.qualified_name}")
-        table = house.open(spec.path(settings), spec.key)
-        if table is None:
+        order = ", ".join(str(i) for i in range(1, min(3, len(spec.column_names)) + 1))
+        try:
+            result = house.query(f"SELECT * FROM {spec.qualified_name} ORDER BY {order}",
+                                 args.limit)
+        except NotCreated:
             print(f"(not created: {spec.path(settings)} is not a Delta table yet)")
             continue
-        columns = spec.column_names
-        rows, more = sorted_head(table, columns, columns[:3], args.limit, spec.key)
-        print(show_string(columns, [[row[c] for c in columns] for row in rows], more))
-    return 0
+        except (QueryError, DeltaReadError, Refused) as exc:  # said; the other tables go on
+            reason = str(exc) if str(exc).startswith(spec.key) else f"{spec.key}: {exc}"
+            print(f"medallion: failed: {reason}", file=sys.stderr)
+            unreadable += 1
+            continue
+        write_rows(result.table.column_names, python_rows(result.table), "table", sys.stdout,
+                   result.more)
+    return 1 if unreadable else 0
 
 
 def _quality(args: argparse.Namespace, settings: Settings) -> int:

@@ -68,6 +68,13 @@ def _instant(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _as_of(text: str) -> int | datetime:
+    """``--as-of``: a table version (a whole number) or an instant."""
+    if text.strip().isdigit():
+        return int(text)
+    return _instant(text)
+
+
 def _port(text: str) -> int:
     """A ``--port`` value: 1-65535, or 0 for a free one (argparse reports anything else)."""
     try:
@@ -125,15 +132,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help="event time of the first event (ISO 8601; without a zone, UTC)")
     gen.add_argument("--no-customers", action="store_true", help="write events only")
 
-    sql = commands.add_parser("sql", parents=[common], help="run a SQL query against the catalog")
+    sql = commands.add_parser(
+        "sql", parents=[common],
+        help="answer read-only SQL over the lakehouse's tables and views (no JVM by default)")
     sql.add_argument("query", nargs="?",
-                     help="the statement, or several separated by ; (or -f FILE, or --shell)")
+                     help="the statement, or several separated by ; (or -f FILE; none on a "
+                          "terminal: the interactive shell)")
     sql.add_argument("-f", "--file", help="read the statements from a file")
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table",
                      help="table (default), CSV with a header, or JSON Lines")
-    sql.add_argument("--limit", type=_whole(0), default=1000, help="rows printed at most (0: all)")
+    sql.add_argument("--limit", type=_whole(0), default=None,
+                     help="rows printed at most (0: all; default 1000, all with --output)")
+    sql.add_argument("--output", metavar="FILE",
+                     help="write the result to FILE instead: Parquet if it ends in .parquet, "
+                          "else in --format")
+    sql.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+                     help="duckdb (default): in-process over the Delta logs, read-only, no lock; "
+                          "spark: a Spark session and the catalog (DDL, DESCRIBE HISTORY, "
+                          "Spark-only functions)")
+    sql.add_argument("--as-of", type=_as_of, metavar="VERSION|TIMESTAMP",
+                     help="read every table as of an instant (ISO 8601, UTC without a zone), "
+                          "or the one table the query reads at a version")
     sql.add_argument("--shell", action="store_true",
-                     help="open the interactive spark-sql shell with the project's settings")
+                     help="the interactive shell (with --engine spark: spark-sql)")
 
     thrift = commands.add_parser("thrift", parents=[common],
                                  help="the Spark Thrift Server (JDBC/ODBC) serving the catalog")

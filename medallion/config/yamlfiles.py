@@ -14,6 +14,10 @@ import yaml
 
 from medallion.errors import ConfigError
 
+# libyaml's parser, when PyYAML was built with it: the same values as the pure-Python one, about
+# seven times faster (every command reads the settings and every pipeline file).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class Origins:
     """Which file each dotted key came from; a key an overlay set names the overlay."""
@@ -63,7 +67,7 @@ def read_yaml(path: Path, error: type[ConfigError] = ConfigError) -> dict[str, A
     """The mapping a YAML file holds (empty for an empty file); ``error`` names the file when it
     cannot be read, is not YAML, or holds something else than a mapping."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise error("<file>", str(path), f"not valid YAML: {exc}") from None
     except OSError as exc:

@@ -155,7 +155,7 @@ def _warn_of_undeclared_tables(settings: Settings) -> None:
         layer, _, name = key.partition("/")
         log.warning("%s: a Delta table at %s that no pipeline declares: no run updates it, and "
                     "the catalog may still offer it as %s.%s (to remove it: DROP TABLE %s.%s with "
-                    "medallion sql, then delete %s, and %s where it is there)", key,
+                    "medallion sql --engine spark, then delete %s, and %s where it is there)", key,
                     settings.table_path(layer, name),
                     layer, name, layer, name, settings.table_path(layer, name),
                     settings.checkpoint_path(key))

@@ -142,7 +142,7 @@ class DeltaReader:
             if isinstance(exc, DeltaProtocolError) or _UNSUPPORTED.search(str(exc)):
                 raise DeltaReadError(
                     f"{label}: delta-rs cannot read this table's protocol or features "
-                    f"({one_line(exc)}); `medallion sql` reads it through Spark") from None
+                    f"({one_line(exc)}); `medallion sql --engine spark` reads it through Spark") from None
             error = exc
         if not is_s3(path):  # a file where the table should be: no table, as Spark's isDeltaTable
             try:

@@ -8,6 +8,8 @@ when rows were left out.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Sequence
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -17,12 +19,50 @@ _ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f", "\
                           "\v": "\\v", "\a": "\\a"})
 
 
-def cell(value: Any) -> str:
-    """One value as Spark shows it."""
+class Real(float):
+    """A 4-byte float: printed with the fewest digits that read back as the same float, as
+    Java's ``Float.toString``."""
+
+
+def java_double(value: float, single: bool = False) -> str:
+    """``value`` as Java's ``Double.toString`` (``Float.toString`` when ``single``) writes it:
+    plain notation from 10^-3 up to 10^7, else ``<digits>E<exponent>``; ``NaN``, ``Infinity``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
+    text = _shortest_single(value) if single else repr(value)
+    digits = Decimal(text)
+    if 1e-3 <= abs(value) < 1e7:
+        plain = format(digits, "f")
+        return plain if "." in plain else plain + ".0"
+    sign, numerals, exponent = digits.as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = "".join(map(str, numerals)).rstrip("0") or "0"
+    power = exponent + len(numerals) - 1
+    return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
+
+
+def _shortest_single(value: float) -> str:
+    single = struct.unpack("f", struct.pack("f", value))[0]
+    for precision in range(1, 10):
+        text = f"{single:.{precision}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            return text
+    return repr(single)
+
+
+def cell(value: Any, null: str = "NULL") -> str:
+    """One value as Spark shows it; with ``null="null"``, as Spark casts it to a string (a null
+    inside an array, map or struct is then ``null``)."""
     if value is None:
-        return "NULL"
+        return null
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value, isinstance(value, Real))
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(timezone.utc)
@@ -36,11 +76,11 @@ def cell(value: Any) -> str:
         return "[" + " ".join(f"{b:02X}" for b in value) + "]"
     if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
         # a map, as Arrow gives it: its (key, value) pairs
-        return "{" + ", ".join(f"{cell(k)} -> {cell(v)}" for k, v in value) + "}"
+        return "{" + ", ".join(f"{cell(k, null)} -> {cell(v, null)}" for k, v in value) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(cell(v) for v in value) + "]"
+        return "[" + ", ".join(cell(v, null) for v in value) + "]"
     if isinstance(value, dict):  # a struct: its values, as Spark shows one
-        return "{" + ", ".join(cell(v) for v in value.values()) + "}"
+        return "{" + ", ".join(cell(v, null) for v in value.values()) + "}"
     return str(value).translate(_ESCAPES)
 
 

@@ -33,6 +33,7 @@ from medallion.project import Settings
 from medallion.serving import thrift
 from tests.conftest import REPO, make_settings
 from tests.events_tables import GOLD_EVENT_COUNTS_5M
+from tests.lakehouse_views import assert_engines_agree, fast_csv_lines
 from tests.spark_free import run_without_spark
 
 Row5m = tuple[str, str, str, int, Decimal]
@@ -170,6 +171,40 @@ def test_gold_view_rolls_the_5_minute_counts_up_per_day(
     assert {(r[0], r[1], r[2], r[3]) for r in rows} == DAILY_AFTER_RUN_2
 
 
+def test_every_gold_table_and_view_gives_the_same_rows_through_both_engines(
+        spark: SparkSession, lakehouse: Lakehouse) -> None:
+    """Spark through the catalog and the fast path (DuckDB over delta-rs, no JVM) print the same
+    CSV for every gold table the runs made, every declared view over them (translated from
+    Spark SQL), silver, and earlier versions read by time travel."""
+    from medallion.io.catalog import prepare_catalog
+    from medallion.io.tables import lakehouse_tables
+
+    settings = lakehouse.settings
+    prepare_catalog(spark, settings)
+    gold = [spec.qualified_name for spec in lakehouse_tables(settings) if spec.layer == "gold"
+            and DeltaTable.isDeltaTable(spark, spec.path(settings))]
+    views = [view.name for view in settings.views]
+    assert {"gold.event_counts_5m", "gold.user_sessions", "gold.segment_revenue_1h"} <= set(gold)
+    assert "gold.event_counts_daily" in views
+    counts = {name: assert_engines_agree(spark, settings, f"SELECT * FROM {name}")
+              for name in [*gold, *views, "silver.events"]}
+    assert counts["gold.event_counts_5m"] == len(AFTER_RUN_2)
+    assert counts["gold.event_counts_daily"] == len(DAILY_AFTER_RUN_2)
+    assert counts["silver.events"] == 6
+    version, timestamp = lakehouse.version_after_run_1, lakehouse.timestamp_after_run_1
+    for travel in (f"VERSION AS OF {version}", f"TIMESTAMP AS OF '{timestamp}'"):
+        statement = f"SELECT * FROM gold.event_counts_5m {travel}"
+        assert_engines_agree(spark, settings, statement)
+        assert {_row(*line.split(",")) for line in fast_csv_lines(settings, statement)[1]} == \
+            AFTER_RUN_1
+    assert assert_engines_agree(
+        spark, settings,
+        "SELECT c.segment, count(*) AS events, sum(e.amount) AS amount, "
+        "avg(length(e.event_id)) AS mean_id_length, max(e.timestamp) AS last_at, min(to_date(e.timestamp)) "
+        "AS first_day FROM silver.events e JOIN bronze.customers c ON e.user_id = c.customer_id "
+        "GROUP BY c.segment") == 2
+
+
 def test_gold_tables_use_only_table_features_delta_rs_reads(lakehouse: Lakehouse) -> None:
     from deltalake import DeltaTable as RsDeltaTable
 
@@ -253,12 +288,12 @@ def test_every_client_returns_the_same_gold_rows(lakehouse: Lakehouse) -> None:
                       "CREATE OR REPLACE VIEW gold.analyst_counts AS SELECT * FROM "
                       "gold.event_counts_5m WHERE event_type <> ';';\n\n"
                       "SELECT count(*) AS n FROM gold.analyst_counts;\n", encoding="utf-8")
-    made = _cli(lakehouse, "sql", "--format", "json", "-f", str(script))
+    made = _cli(lakehouse, "sql", "--engine", "spark", "--format", "json", "-f", str(script))
     assert made.returncode == 0, made.stderr[-3000:]
     assert made.stdout == f'{{"n":{len(AFTER_RUN_2)}}}\n'
     # The first statement Spark refuses is said once, in one line: before, a Python traceback,
     # after PySpark's JSON line with the JVM's stack trace. What came before it was printed.
-    queried = _cli(lakehouse, "sql", "--format", "json",
+    queried = _cli(lakehouse, "sql", "--engine", "spark", "--format", "json",
                    f"SELECT * FROM gold.analyst_counts {ORDER}; SELECT * FROM gold.event_counts_5min")
     assert queried.returncode == 1
     records = [json.loads(line, parse_float=Decimal) for line in queried.stdout.splitlines()]
@@ -317,7 +352,7 @@ def test_thrift_server_serves_the_catalog_to_hiveserver2_and_jdbc_clients(
     assert {_row(*r) for r in csv.reader(lines)} == AFTER_RUN_2
 
     # Derby allows one process at a time: a second one is told why, before its JVM starts.
-    busy = _cli(lakehouse, "sql", "SELECT 1")
+    busy = _cli(lakehouse, "sql", "--engine", "spark", "SELECT 1")
     assert busy.returncode == 3
     assert busy.stderr.strip().splitlines()[-1].startswith(
         f"medallion: busy: the embedded metastore {settings_catalog(lakehouse)}/metastore_db is in "

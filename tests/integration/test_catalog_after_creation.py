@@ -53,7 +53,7 @@ def test_a_run_that_created_tables_leaves_the_catalog_prepared(tmp_path: Path) -
     assert _derby_booted(lakehouse) == booted
 
     # An analyst drops an entry and a view (an external table: its data stays).
-    gone = medallion(lakehouse, landing, "sql", "--format", "csv", "SHOW TABLES IN gold; "
+    gone = medallion(lakehouse, landing, "sql", "--engine", "spark", "--format", "csv", "SHOW TABLES IN gold; "
                      "DROP TABLE gold.user_sessions; DROP VIEW gold.event_counts_daily; "
                      "SHOW TABLES IN gold").stdout
     before, _, after = gone.partition("namespace,tableName,isTemporary")[2].partition(
@@ -68,7 +68,7 @@ def test_a_run_that_created_tables_leaves_the_catalog_prepared(tmp_path: Path) -
     # dropped entry missing: the next session that asks would then never make it again.
     shutil.copytree(REPO / "samples" / "landing" / "stores", landing / "stores")
     medallion(lakehouse, landing, "-vv", "run", "all")
-    again = medallion(lakehouse, landing, "-vv", "sql", "--format", "csv",
+    again = medallion(lakehouse, landing, "-vv", "sql", "--engine", "spark", "--format", "csv",
                       "SELECT count(*) AS n FROM gold.user_sessions; SHOW TABLES IN gold")
     assert UNCHANGED not in again.stderr
     assert "event_counts_daily" in again.stdout

@@ -151,5 +151,5 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     assert said == [f"gold/store_sessions: a Delta table at {lakehouse}/gold/store_sessions that no "
                     "pipeline declares: no run updates it, and the catalog may still offer it as "
                     "gold.store_sessions (to remove it: DROP TABLE gold.store_sessions with "
-                    f"medallion sql, then delete {lakehouse}/gold/store_sessions, and "
+                    f"medallion sql --engine spark, then delete {lakehouse}/gold/store_sessions, and "
                     f"{lakehouse}/_checkpoints/gold/store_sessions where it is there)"], said

@@ -101,3 +101,33 @@ def test_a_script_is_split_at_the_semicolons_that_end_its_statements() -> None:
     assert split_statements(" ;\n-- nothing but a comment;\n") == []
     # an unclosed quote is not split: Spark's parser says what is wrong with it
     assert split_statements("SELECT 'open; SELECT 2") == ["SELECT 'open; SELECT 2"]
+
+
+def test_the_fast_path_prints_the_text_spark_prints_for_every_type(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The same rows, written to Delta by Spark, printed by Spark (``--engine spark``) and read
+    by delta-rs and printed without Spark (the fast path): the same CSV, JSON Lines and grid."""
+    from deltalake import DeltaTable
+
+    from medallion.io.deltaread import arrow_table
+    from medallion.serving.output import python_rows, write_rows
+    from medallion.serving.query import print_result
+
+    frame = spark.sql(
+        "SELECT * FROM VALUES "
+        "(1, TIMESTAMP '2025-01-27 10:00:00.5', DATE '2025-01-27', CAST(12.5 AS DECIMAL(28,4)), "
+        " 0.1D, 1.0E7D, 1.25E-5D, CAST(0.1 AS FLOAT), true, 'say \"hi\", ok', "
+        " array(1, NULL), named_struct('site', 'B', 'floor', CAST(NULL AS INT)), map('fw', 2), "
+        " 9223372036854775807L, CAST(-3 AS SMALLINT)), "
+        "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) "
+        "AS t(id, at, day, amount, ratio, big, small, single, flag, text, tags, place, attrs, "
+        "   n, s)")
+    frame.write.format("delta").save(str(tmp_path / "t"))
+    stored = spark.read.format("delta").load(str(tmp_path / "t")).orderBy("id")
+    read = arrow_table(DeltaTable(str(tmp_path / "t")).to_pyarrow_dataset().to_table())
+    rows = sorted(python_rows(read), key=lambda row: row["id"])
+    for fmt in ("csv", "json", "table"):
+        by_spark, fast = io.StringIO(), io.StringIO()
+        print_result(stored, fmt, 0, by_spark)
+        write_rows(read.column_names, rows, fmt, fast)
+        assert fast.getvalue() == by_spark.getvalue(), fmt
