@@ -53,7 +53,8 @@ def test_a_run_that_created_tables_leaves_the_catalog_prepared(tmp_path: Path) -
     assert _derby_booted(lakehouse) == booted
 
     # An analyst drops an entry and a view (an external table: its data stays).
-    gone = medallion(lakehouse, landing, "sql", "--engine", "spark", "--format", "csv", "SHOW TABLES IN gold; "
+    gone = medallion(lakehouse, landing, "sql", "--engine", "spark", "--format", "csv",
+                     "SHOW TABLES IN gold; "
                      "DROP TABLE gold.user_sessions; DROP VIEW gold.event_counts_daily; "
                      "SHOW TABLES IN gold").stdout
     before, _, after = gone.partition("namespace,tableName,isTemporary")[2].partition(

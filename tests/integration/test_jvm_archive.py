@@ -23,7 +23,8 @@ def sql(conf: Path, root: Path, archives: Path, class_log: Path) -> subprocess.C
         "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={class_log}"}}}))
     return subprocess.run(
         [sys.executable, "-m", "medallion.cli.main", "--conf-dir", str(conf), "--landing",
-         str(root / "landing"), "--lakehouse", str(root / "lakehouse"), "sql", "--engine", "spark", "--format", "json",
+         str(root / "landing"), "--lakehouse", str(root / "lakehouse"), "sql", "--engine", "spark",
+         "--format", "json",
          "SELECT count(*) AS n FROM range(1000)"],
         cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
 
