@@ -66,9 +66,8 @@ def broken_links(page: Path) -> list[str]:
             continue
         path_part, _, anchor = target.partition("#")
         dest = (page.parent / path_part).resolve() if path_part else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        missing_anchor = bool(anchor) and dest.suffix == ".md" and anchor not in anchors(dest)
+        if not dest.exists() or missing_anchor:
             broken.append(target)
     return broken
 
