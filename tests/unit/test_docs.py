@@ -101,6 +101,18 @@ def test_every_relative_link_lands(page: Path) -> None:
     assert broken_links(page) == []
 
 
+def test_every_make_target_the_docs_name_exists() -> None:
+    targets = set(re.findall(r"^([a-z0-9-]+):", (REPO / "Makefile").read_text(), re.M))
+    named = set()
+    for page in PAGES:
+        text = page.read_text()
+        code = [re.sub(r"#.*", "", snippet)  # a shell comment is prose
+                for snippet in INLINE_CODE.findall(text) + [m.group(0) for m in FENCE.finditer(text)]]
+        named |= {(page.name, target) for snippet in code
+                  for target in re.findall(r"(?:^|[\s`&;(])make ([a-z][a-z0-9-]*)", snippet, re.M)}
+    assert {(name, target) for name, target in named if target not in targets} == set()
+
+
 def test_the_checks_catch_what_they_are_for() -> None:
     """Dated prose and named commits are caught; sample data in code is not."""
     page = ("The latest run (`make bench`, 2026-11-28, commit `f479366`) on 2 cores.\n"
