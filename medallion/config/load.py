@@ -125,7 +125,7 @@ def _checked_path(key: str, path: str, source: str) -> str:
 
 def _file_in_the_way(path: Path) -> Path | None:
     """The nearest of ``path`` and its parents that exists, when it is not a folder (a local
-    lakehouse or landing zone made there could not be made: before, a traceback)."""
+    lakehouse or landing zone could not be made there, so the caller refuses it in one line)."""
     for candidate in (path, *path.parents):
         if candidate.exists():
             return None if candidate.is_dir() else candidate

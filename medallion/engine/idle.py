@@ -1,12 +1,12 @@
 """Whether a query has anything to do, read from its checkpoint and its input without a Spark job.
 
-A run with nothing new used to start every query only for each to plan an empty batch: seconds
-per table (Delta snapshots of the input and the table, the checkpoint checks, the query's start
-and stop). :func:`nothing_new` tells from a few small files that an available-now run of the
+Starting a query only for it to plan an empty batch costs seconds per table (Delta snapshots of
+the input and the table, the checkpoint checks, the query's start and stop), and a scheduled run
+often has nothing new. :func:`nothing_new` tells from a few small files that an available-now run of the
 query would do nothing at all, and the starters then report the table as up to date without
 starting it. The answer is ``True`` only when it is certain; anything unexpected (a file that
 does not parse, an offset of a kind not known here, a batch planned but not committed) answers
-``False``, and the query starts as before, with its checks.
+``False``, and the query starts, with its checks.
 
 What "nothing" means, as Spark decides it (Spark 4.0, delta-spark 4.0):
 

@@ -242,7 +242,7 @@ class _JsonOnly:
     progress report costs some forty calls into the JVM (each source, the sink, every metric,
     and class lookups that search every jar of the class path) although the collector reads only
     its JSON. This one asks the JVM for that JSON alone, and for a run id: 2-4% of a 200-event
-    increment's time (docs/performance.md), processor time the queries' batches share, and the
+    increment's time, processor time the queries' batches share, and the
     end of each layer waits for its queries' last events.
     """
 

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # quarantine, the gate, the writes) and drop it at the batch's end, so compressing it costs more
 # than it saves: uncompressed, silver over 1M events took 26.4 s instead of 29.3 s as a process's
 # first run (three processes each, alternating) and 14.8 s instead of 16.5 s warm, for 318 MB of
-# cache instead of 255 MB (docs/performance.md).
+# cache instead of 255 MB.
 BATCH_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 

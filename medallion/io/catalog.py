@@ -347,8 +347,8 @@ def record_run_creations(spark: SparkSession, settings: Settings) -> list[str]:
 
     The tables the run created were registered with their comments by their creation
     (``ensure_table``); what a preparation would still do is create the views that waited for
-    them. Without this the next run found the fingerprint changed by the creations and prepared
-    everything again, a Delta snapshot per table (18.8 s of a 27.6 s run with nothing new, in
+    them. Without this the next run would find the fingerprint changed by the creations and
+    prepare everything again, a Delta snapshot per table (18.8 s of a 27.6 s run with nothing new, in
     ``make bench``). A run that created nothing finds the fingerprint without the metastore's
     names unchanged, and does not boot the metastore to tell.
     """

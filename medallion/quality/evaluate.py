@@ -2,7 +2,7 @@
 
 Great Expectations' Spark execution engine resolves each expectation's metrics on its own domain,
 and fetches each expectation's sample of unexpected values with a query of its own: on a cached
-1M-row batch, eight expectations cost 18 Spark jobs (see the README). The gate keeps Great
+1M-row batch, eight expectations cost 18 Spark jobs (docs/quality.md). The gate keeps Great
 Expectations for what it is good at and computes the metrics itself, in one pass:
 
 1. each configured expectation is a GX expectation object (its class validated the arguments);

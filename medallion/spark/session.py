@@ -51,7 +51,7 @@ BASE_CONF = {
     # Changelog checkpointing is off on purpose: it uploads snapshots only from the executors'
     # maintenance thread (every 60 s by default), which an available-now run rarely lives to see,
     # so each run would load the state by replaying every changelog since the query began, a
-    # cost that grows with the history (README, "State store").
+    # cost that grows with the history (docs/operations.md, "State store").
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
@@ -60,8 +60,8 @@ BASE_CONF = {
     # The partitions of a Delta table's state rebuild (its log replayed: every write checks its
     # transaction id against it). Each task of it generates and loads the code that decodes the
     # log's actions, which costs more than the replay of a table with a few hundred files; one
-    # task per rebuild made first runs and increments of 200 events 15-18% shorter than four
-    # (docs/performance.md). Delta's default, 50, suits tables of many thousands of files on a
+    # task per rebuild makes first runs and increments of 200 events 15-18% shorter than four.
+    # Delta's default, 50, suits tables of many thousands of files on a
     # cluster: the cluster overlays (conf/dev.yaml, conf/prod.yaml) set their own.
     "spark.databricks.delta.snapshotPartitions": "1",
     # Keep table statistics so analysts' filters skip files.
@@ -88,7 +88,7 @@ def state_store_conf(settings: Settings) -> dict[str, str]:
 
     Counting (Spark's ``numRowsTotal``) makes every put and remove read the key first, to know
     whether it adds or drops a row: about a sixth of a stateful query's time in a large batch
-    (README, "State store"). Off by default; the progress then reports no row count.
+    (docs/operations.md, "State store"). Off by default; the progress then reports no row count.
     """
     return {
         f"{_ROCKSDB}.boundedMemoryUsage": "true",
@@ -139,8 +139,8 @@ def session_conf(settings: Settings) -> dict[str, str]:
         **s3a_conf(settings.s3),
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         # The tasks of a parallel file listing, VACUUM's above all, as wide as the shuffles:
-        # Spark's default of 10,000 made VACUUM of a three-file table run 170,000 tasks (20-30 s
-        # on local[2], against 2 s).
+        # Spark's default of 10,000 would make VACUUM of a three-file table run 170,000 tasks
+        # (20-30 s on local[2], against 2 s).
         LISTING_PARALLELISM: str(4 * settings.spark.shuffle_partitions),
         # Databases of the session catalog live beside the tables, not in the working directory.
         "spark.sql.warehouse.dir": settings.catalog_dir(),

@@ -9,8 +9,7 @@ through delta-rs, no Spark). Figures go to ``bench-results/pipeline.json`` as we
 asserts on time: it measures.
 
 Whichever side of a layer runs second in a session finds the JIT's code of the first warm (the
-silver and gold baselines took 10-30% longer before their layer than after it, measured on
-2026-11-28: docs/performance.md), so the
+silver and gold baselines took 10-30% longer before their layer than after it), so the
 layers are measured twice, each in a process of its own on a new lakehouse: the layer before its
 baseline in one, after it in the other. A layer's figure is the mean of the two, and its ratio
 the ratio of the means.

@@ -1,7 +1,9 @@
-"""The README's "Add your own dataset", followed literally: its YAML copied into a fresh configuration
-folder, its files dropped into the landing zone, its commands run as a user runs them; then the
-tables are checked against values this test computes from the same CSV text by itself (Python's
-csv, decimal and zoneinfo; no Spark, nothing of the engine).
+"""The README's five-minute tour and its "Add your own dataset", followed literally in one working
+folder: the tour's commands run as a user types them (``make clean`` included), then the
+dataset's YAML written into the configuration folder, its files dropped into the landing zone,
+and its commands run. The tables are checked against values this test computes by itself: the
+events with the independent model in ``tests/reference.py``, the orders from the same CSV text
+with Python's csv, decimal and zoneinfo (no Spark, nothing of the engine).
 """
 
 from __future__ import annotations
@@ -14,31 +16,48 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
 from deltalake import DeltaTable
 
 from tests.conf_support import REPO, REPO_CONF
+from tests.reference import Lakehouse, read_lines, read_segments
 
+TOUR = "## A five-minute tour"
 SECTION = "## Add your own dataset"
 PARIS = ZoneInfo("Europe/Paris")
 CENT = Decimal("0.01")
 
 
+def _section(heading: str) -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(heading)
+    return text[start:text.index("\n## ", start + len(heading))]
+
+
+def _commands(section: str) -> list[str]:
+    """The lines of the section's ``sh`` blocks, as written (comments included)."""
+    return [line.strip() for block in re.findall(r"```sh\n(.*?)```", section, re.S)
+            for line in block.splitlines() if line.strip()]
+
+
 def walkthrough() -> tuple[dict[str, str], list[str]]:
     """The section's files (``path -> text``) and its shell commands, as the README writes them."""
-    text = (REPO / "README.md").read_text()
-    start = text.index(SECTION)
-    section = text[start:text.index("\n## ", start + len(SECTION))]
+    section = _section(SECTION)
     files = {path: body for path, body in
              re.findall(r"^`([^`\s]+)`:\n\n```\w+\n(.*?)^```", section, re.S | re.M)}
-    commands = [line.strip() for block in re.findall(r"```sh\n(.*?)```", section, re.S)
-                for line in block.splitlines() if line.strip()]
-    return files, commands
+    return files, _commands(section)
+
+
+def tour() -> list[str]:
+    """The five-minute tour's shell commands, as the README writes them."""
+    return _commands(_section(TOUR))
 
 
 # --- the reference: what the walkthrough promises, computed from the CSV text -----------------
@@ -131,38 +150,114 @@ def test_the_shipped_orders_pipeline_is_the_walkthrough() -> None:
         assert shipped.read_text() == body, path
 
 
-# --- the run --------------------------------------------------------------------------------
+# --- the run: the tour, then the dataset, in one working folder ----------------------------
 
 def _table(lakehouse: Path, key: str) -> list[dict]:
     return DeltaTable(str(lakehouse / key)).to_pyarrow_table().to_pylist()
 
 
-def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
+def _versions(lakehouse: Path) -> dict[str, int]:
+    """Every Delta table under the lakehouse and its version."""
+    return {str(log.parent.relative_to(lakehouse)): DeltaTable(str(log.parent)).version()
+            for log in lakehouse.rglob("_delta_log") if "_checkpoints" not in log.parts}
+
+
+class Walk:
+    """What running the README's commands left: each command's output, and the table versions
+    after each ``run``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.conf = root / "conf"
+        self.landing = root / "data" / "landing"  # the configuration's default, from root
+        self.lakehouse = root / "data" / "lakehouse"
+        self.outputs: dict[str, str] = {}
+        self.versions_after_run: list[dict[str, int]] = []
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in {"MEDALLION_LANDING", "MEDALLION_LAKEHOUSE", "MEDALLION_ENV",
+                                 "MEDALLION_READ_FROM", "MEDALLION_CONF_DIR"}}
+        self.env.update({"MEDALLION_CONF_DIR": str(self.conf), "SPARK_LOCAL_IP": "127.0.0.1"})
+
+    def run(self, command: str) -> str:
+        argv = shlex.split(command, comments=True)
+        if argv == ["make", "clean"]:  # the repo's own target, in this working folder
+            argv = ["make", "-s", "-f", str(REPO / "Makefile"), "clean", "DATA=data"]
+        else:
+            assert argv[0] == ".venv/bin/medallion", command
+            argv = [sys.executable, "-m", "medallion", *argv[1:]]
+        done = subprocess.run(argv, cwd=self.root, env=self.env, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, (command, done.stderr[-4000:])
+        self.outputs[command] = done.stdout
+        if argv[3:5] == ["run", "all"]:
+            self.versions_after_run.append(_versions(self.lakehouse))
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
+    """The tour, then the dataset, as the README writes them, in one fresh working folder whose
+    configuration is the repo's settings with ``events`` declared; the dataset adds ``orders``."""
+    walk = Walk(tmp_path_factory.mktemp("readme"))
+    (walk.conf / "pipelines").mkdir(parents=True)
+    for settings in REPO_CONF.glob("*.yaml"):
+        shutil.copy(settings, walk.conf / settings.name)
+    for declared in (REPO_CONF / "pipelines").glob("events*.yaml"):
+        shutil.copy(declared, walk.conf / "pipelines" / declared.name)
+    (walk.root / "data" / "stale").mkdir(parents=True)  # what make clean must remove
+
+    for command in tour():
+        walk.run(command)
+        if shlex.split(command, comments=True) == ["make", "clean"]:
+            assert not (walk.root / "data").exists()
+
     files, commands = walkthrough()
-    conf, landing, lakehouse = tmp_path / "conf", tmp_path / "landing", tmp_path / "lakehouse"
-    (conf / "pipelines").mkdir(parents=True)
-    for settings in REPO_CONF.glob("*.yaml"):  # the settings; pipelines/ holds only the new one
-        shutil.copy(settings, conf / settings.name)
-    assert set(files) == {"conf/pipelines/orders.yaml", "orders/2026-03-02.csv",
-                          "products/products.csv", "stores/stores.csv"}, files.keys()
     for path, body in files.items():
-        target = conf / path.removeprefix("conf/") if path.startswith("conf/") else landing / path
+        target = walk.conf / path.removeprefix("conf/") if path.startswith("conf/") else walk.landing / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(body)
+    for command in commands:
+        walk.run(command)
+    yield walk
+
+
+def test_the_tour_runs_as_written(walk: Walk) -> None:
+    commands = tour()
+    assert shlex.split(commands[0], comments=True) == ["make", "clean"]
+    verbs = [shlex.split(c, comments=True)[1:3] for c in commands[1:]]
+    assert verbs[0][0] == "generate" and verbs.count(["run", "all"]) == 2 and verbs[-1][0] == "sql"
+
+    model = Lakehouse()  # one run over everything generate wrote: one batch per layer
+    model.run(read_lines((walk.landing / "events").rglob("*.json")),
+              read_segments((walk.landing / "customers").rglob("*.csv")))
+    assert model.quarantined > 0 and model.duplicates > 0  # the sample exercises both
+    assert len(_table(walk.lakehouse, "bronze/events")) == len(model.bronze_lines)
+    assert {r["event_id"] for r in _table(walk.lakehouse, "silver/events")} == set(model.silver)
+    assert len(_table(walk.lakehouse, "silver/events_quarantine")) == model.quarantined
+
+    first, second = walk.versions_after_run[:2]
+    assert first == second  # the second run found nothing new and committed nothing
+
+    shown = walk.outputs[commands[3]]
+    for table in ("event_counts_5m", "user_activity_sliding", "user_sessions",
+                  "segment_revenue_1h", "purchase_attribution"):
+        assert f"gold.{table}" in shown, shown
+    assert "bronze/events" in walk.outputs[commands[4]]
+
+    answer = walk.outputs[commands[-1]]  # events per type, as gold counts them
+    for kind, count in Counter(e.event_type for e in model.silver.values()).items():
+        assert re.search(rf"\b{kind}\b[^\d\n]*\b{count}\b", answer), (kind, count, answer)
+
+
+def test_the_readme_walkthrough_runs_as_written(walk: Walk) -> None:
+    files, commands = walkthrough()
+    assert set(files) == {"conf/pipelines/orders.yaml", "orders/2026-03-02.csv",
+                          "products/products.csv", "stores/stores.csv"}, files.keys()
     assert commands == [
         ".venv/bin/medallion run all",
         '.venv/bin/medallion sql "SELECT * FROM gold.category_revenue_1h ORDER BY window_start, category"',
     ]
-    env = {**os.environ, "MEDALLION_CONF_DIR": str(conf), "MEDALLION_LANDING": str(landing),
-           "MEDALLION_LAKEHOUSE": str(lakehouse), "SPARK_LOCAL_IP": "127.0.0.1"}
-    outputs = []
-    for command in commands:
-        argv = shlex.split(command)
-        assert argv[0] == ".venv/bin/medallion"
-        done = subprocess.run([sys.executable, "-m", "medallion", *argv[1:]], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stderr[-4000:]
-        outputs.append(done.stdout)
+    lakehouse = walk.lakehouse
 
     lines, quarantined, duplicates = expected_order_lines(files)
     silver = _table(lakehouse, "silver/order_lines")
@@ -190,6 +285,6 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert sessions == expected_sessions(lines, timedelta(minutes=30))
     assert len(sessions) == 4  # s1 twice, s2 twice; s3's session is still open
 
-    shown = outputs[1]  # the SQL answer the walkthrough shows
+    shown = walk.outputs[commands[1]]  # the SQL answer the walkthrough shows
     for category in {line["category"] for line in lines}:
         assert category in shown, shown

@@ -282,7 +282,7 @@ def test_every_client_returns_the_same_gold_rows(lakehouse: Lakehouse) -> None:
     settings = lakehouse.settings
 
     # 1. medallion sql, twice: a view made by one process is there for the next one. A file of
-    # several statements runs each in order (before, Spark refused the script as one statement).
+    # several statements runs each in order (Spark would refuse the script as one statement).
     script = lakehouse.root / "views.sql"
     script.write_text("-- made once; a ';' in a comment or 'text;' does not split\n"
                       "CREATE OR REPLACE VIEW gold.analyst_counts AS SELECT * FROM "

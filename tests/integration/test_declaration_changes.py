@@ -139,8 +139,8 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(), monitor=False)
     assert ("o30", 1) in _rows(spark, changed, "silver/order_lines", "order_id", "line_no")
 
-    # A gold table taken out of the declaration: its table stays, and each run says so (before:
-    # nothing, and analysts read it as if it were kept up to date).
+    # A gold table taken out of the declaration: its table stays, and each run says so (else
+    # analysts would read it as if it were kept up to date).
     pipeline.write_text(original[:original.index("  store_sessions:\n")], encoding="utf-8")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="medallion.engine.runner"):

@@ -32,9 +32,9 @@ FILES, LINES = 12, 5
 
 def test_a_failing_table_leaves_the_other_tables_of_its_layer_to_finish(
         spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """Before, the first failure stopped the layer's other queries mid-batch: ``silver/notes``
-    (one file per batch) was left with part of its files, and Spark's check of the interrupted
-    Python batch overflowed its thread's stack, which the JVM printed (a thousand lines)."""
+    """A table's failure lets the layer's other queries finish: ``silver/notes`` (one file per
+    batch) gets all its files, and the output is one line, not the thousand a JVM prints when an
+    interrupted Python batch overflows its thread's stack."""
     conf = copy_base_conf(tmp_path / "conf")
     (conf / "local.yaml").write_text("spark:\n  master: local[2]\nstreaming:\n  max_files_per_trigger: 1\n",
                                      encoding="utf-8")

@@ -111,7 +111,8 @@ def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
 
 def test_files_a_source_never_reads_are_warned_of_at_every_run(
         spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
-    """Before, ``batch-2.jsonl`` beside ``batch-1.json`` was never read, and no run said so."""
+    """A file the source's glob does not read (``batch-2.jsonl`` beside ``batch-1.json``) is
+    warned of at every run; hidden files are not."""
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "batch-1.json", [UTF_8.decode()])
     for name in ("batch-2.jsonl", "batch-3.json.gz", ".batch-4.json.tmp", "_SUCCESS"):
@@ -128,8 +129,8 @@ def test_files_a_source_never_reads_are_warned_of_at_every_run(
 
 def test_a_file_changed_after_bronze_read_it_is_warned_of(
         spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
-    """A file is read once by its name. Before, a corrected file copied over the one bronze had
-    read (a daily export under the same name, say) was skipped, and no run said so."""
+    """A file is read once by its name: a corrected file copied over the one bronze had read (a
+    daily export under the same name, say) is skipped, so every run warns of it."""
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "batch-1.json", [UTF_8.decode()])
     write_atomically(events / "batch-2.json", [CRLF.decode().strip()])
@@ -170,8 +171,8 @@ class _CountingFileSystem:
 
 def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_once(
         spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On S3 each listing is a LIST request and each log file a GET. Before, an idle run's
-    warnings and its idle check each listed the folder and read the source log."""
+    """On S3 each listing is a LIST request and each log file a GET, so an idle run's warnings
+    and its idle check share one listing of the folder and one reading of the source log."""
     events = Path(settings.paths.landing) / "events"
     for batch in range(3):  # three batches of the source log to read back
         write_atomically(events / f"batch-{batch}.json", [UTF_8.decode()])
@@ -204,8 +205,8 @@ def test_a_run_with_nothing_new_lists_the_landing_folder_once_and_reads_the_log_
 
 def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_ones_never(
         spark: SparkSession, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
-    """A folder per day is a common landing layout. Before, ``events/2025-01-27/b.json`` was
-    never read, and no run said so; a writer's ``_temporary`` folder must stay unread."""
+    """A folder per day is a common landing layout: ``events/2025-01-27/b.json`` is read like a
+    file at the top; a writer's ``_temporary`` folder stays unread."""
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "a.json", [UTF_8.decode()])
     write_atomically(events / "2025-01-27" / "b.json", [BOM[3:].decode()])
@@ -242,10 +243,9 @@ def test_files_in_folders_under_the_landing_folder_are_read_once_and_the_hidden_
 def test_a_file_landed_with_an_old_modification_time_is_read(
         spark: SparkSession, settings: Settings) -> None:
     """``mv``, ``cp -p``, ``rsync -a`` and ``tar x`` keep a file's modification time: a partner's
-    export of last month moved into the landing folder is as old as the export. Before, Spark's
-    file source skipped every file more than 7 days older than the newest it had read (its
-    ``maxFileAge``), once it had read one: the run started, read nothing and said nothing, and
-    every later run again, so those records never reached bronze."""
+    export of last month moved into the landing folder is as old as the export, and is read like a
+    new one. Spark's file source, left to its ``maxFileAge``, would skip every file more than 7
+    days older than the newest it had read, without a word, at every run."""
     events = Path(settings.paths.landing) / "events"
     write_atomically(events / "today.json", [UTF_8.decode()])
     _land_customers(settings)
@@ -270,10 +270,10 @@ ORDERS_HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,or
 
 def test_a_csv_file_whose_header_is_not_the_declared_one_is_refused_and_the_rest_runs(
         spark: SparkSession, settings: Settings) -> None:
-    """Spark's CSV reader takes the columns by position. Before, a till export with ``sku`` and
-    ``store_id`` swapped reached silver with each in the other's place, and no run said so. Its
-    source ingests nothing; the run's other tables go on (before this, the whole run stopped:
-    one team's bad file held every pipeline back), and the run fails naming the file."""
+    """Spark's CSV reader takes the columns by position, so a till export with ``sku`` and
+    ``store_id`` swapped would reach silver with each in the other's place. Its source ingests
+    nothing; the run's other tables go on (one team's bad file must not hold every pipeline
+    back), and the run fails naming the file."""
     landing = Path(settings.paths.landing)
     write_atomically(landing / "products" / "p.csv", ["sku,product_name,category", "p1,Beans,coffee"])
     write_atomically(landing / "stores" / "s.csv", ["store_id,city", "s1,Lyon"])
@@ -330,10 +330,11 @@ def _parquet_settings(tmp_path: Path) -> Settings:
 
 def test_a_parquet_file_the_reader_cannot_read_as_declared_stops_the_run_before_it_is_read(
         spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Before, a Parquet file with a column of another type, or a file that is not Parquet,
-    failed its batch with the reader's error (for a column read as text, without naming the
-    file), the good files of the batch unread, and every run after it the same way. A file
-    lacking a declared column was read with it null, and no run said so."""
+    """A Parquet file with a column of another type, or a file that is not Parquet, stops its
+    source before anything is read, the run naming each file and what it holds against the
+    declared type (the reader's own error would name no file, and fail every run after it);
+    ``medallion land`` refuses the same files. A file lacking a declared column is read with it
+    null, and the run warns of it."""
     settings = _parquet_settings(tmp_path)
     stores = tmp_path / "landing" / "stores"
     stores.mkdir(parents=True)

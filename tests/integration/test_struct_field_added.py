@@ -3,9 +3,9 @@
 JSON sources grow nested fields: a reading's ``device`` gains a ``model``, each of its ``probes``
 (an array of structs) a ``unit``. The next run adds those fields to the silver table in place, at
 their declared places (Delta's ``ADD COLUMNS device.model ... AFTER os``); the rows written before
-hold null there, the new rows their values. Before, a new nested field was taken for a retyped
-column, and the run refused the table (``column device is STRUCT<...> in the table and
-STRUCT<...> in the declaration``) until a full refresh.
+hold null there, the new rows their values. A new nested field is not a retyped column: the
+table is not refused (``column device is STRUCT<...> in the table and STRUCT<...> in the
+declaration``), and no full refresh is needed.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
 
     # As cron and the Airflow DAG do: infra/scheduling/run-job.sh asks `medallion submit-cmd` for
     # the command line and runs it. The team's configuration folder holds the events pipeline
-    # alone: the job must load it (before, it loaded the project's conf/, orders too).
+    # alone: the job must load it, not the project's conf/ (which declares orders too).
     conf_dir = copy_base_conf(tmp_path / "team-conf")
     (conf_dir / "pipelines" / "orders.yaml").unlink()
     (conf_dir / "local.yaml").write_bytes((REPO_CONF / "local.yaml").read_bytes())

@@ -109,8 +109,8 @@ def test_a_lost_checkpoint_fails_loudly(spark: SparkSession, tmp_path: Path) -> 
 def test_a_file_gone_before_the_killed_batch_that_planned_it_is_replayed_is_warned_of(
         spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A run killed in a bronze batch, then the landing folder cleaned (a retention job, a file
-    taken back): the replay reads what is left of the batch and commits it. Before, the records of
-    the file that had gone were lost without a word; now the run names the file. A batch whose
+    taken back): the replay reads what is left of the batch and commits it, and names the file that has gone,
+    whose records it could not read (Spark's reader passes over it without a word). A batch whose
     write had landed before the kill lost nothing, and is not warned of."""
     conf = conf_with_small_batches(tmp_path)
     landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"

@@ -137,8 +137,8 @@ def test_an_empty_batch_fails_only_row_count_expectations(spark: SparkSession) -
 
 
 def test_times_at_the_ends_of_what_spark_holds_are_judged_not_fatal(spark: SparkSession) -> None:
-    """Before, PySpark's conversion of 0001-01-01 failed the gate ("year 0 is out of range"), and
-    with it the batch, at every run."""
+    """Times at 0001-01-01 and 9999-12-31 are judged like any other: PySpark's conversion of them
+    to Python ("year 0 is out of range") must not fail the gate, and with it the batch."""
     frame = spark.sql("SELECT TIMESTAMP'0001-01-01 00:00:00' AS timestamp UNION ALL "
                       "SELECT TIMESTAMP'9999-12-31 23:59:59.5' UNION ALL SELECT NULL")
     specs = (

@@ -323,8 +323,8 @@ def test_batch_counts_give_the_counts_and_the_valid_rows_times_in_one_pass(
 
 
 def test_a_batch_with_events_on_the_first_and_last_days_spark_knows(spark: SparkSession) -> None:
-    """Before, the batch's days were Python datetimes: an event on 9999-12-31 (its day ends in
-    year 10000) or on 0001-01-01 failed the batch, at every run, before anything was written."""
+    """A batch's days are kept as microseconds, not Python datetimes, so an event on 9999-12-31
+    (its day ends in year 10000) or on 0001-01-01 has a day like any other."""
     rows = ("SELECT 'first' AS event_id, TIMESTAMP'0001-01-01 00:00:00' AS timestamp UNION ALL "
             "SELECT 'last', TIMESTAMP'9999-12-31 23:59:59' UNION ALL "
             "SELECT 'usual', TIMESTAMP'2025-01-27 10:00:00'")
@@ -430,8 +430,9 @@ silver:
 
 def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
         spark: SparkSession, tmp_path: Path) -> None:
-    """Before, Spark's conversion of a nested value set what did not convert to null (a string
-    where a DOUBLE is declared) and turned numbers into text, and the row passed as valid."""
+    """A nested value that does not convert to its declared type (a string where a DOUBLE is
+    declared, a number where a STRING is) quarantines the row: Spark's own conversion would set it
+    to null, or turn the number into text, and let the row pass as valid."""
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "nested.yaml").write_text(NESTED, encoding="utf-8")
     (nested,) = load_pipelines(tmp_path, "local")

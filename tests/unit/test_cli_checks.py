@@ -101,9 +101,9 @@ def test_generate_writes_to_the_configured_source_folders(tmp_path: Path) -> Non
 def test_options_out_of_range_are_refused_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, args: list[str],
         problem: str) -> None:
-    """Before: --files 0 and --users 0 ended in a traceback, a negative count wrote nothing and
-    said so, a day out of range was a traceback too; show --limit -1 showed no row, a negative
-    --wait did not wait."""
+    """Counts and limits out of range (--files 0, --users 0, a negative count, a day out of
+    range, show --limit -1, a negative --wait) are refused in one line, exit 2, not met with a
+    traceback or silently ignored."""
     landing = tmp_path / "landing"
     with pytest.raises(SystemExit) as exited:
         main([command, *args, "--conf-dir", str(REPO / "conf"), "--landing", str(landing),
@@ -115,8 +115,8 @@ def test_options_out_of_range_are_refused_in_one_line(
 
 
 def test_a_start_without_a_zone_is_utc_whatever_the_machines_zone(tmp_path: Path) -> None:
-    """Before, ``--start`` without a zone stayed naive, and ``generate`` took it for the
-    machine's local time: in New York, 10:00 became 15:00 UTC."""
+    """``--start`` without a zone is UTC, not the machine's local time (in New York, 10:00 would
+    become 15:00 UTC)."""
     landing = tmp_path / "landing"
     for start in ("2025-03-01T10:00:00", "2025-03-01T11:00:00+01:00", "2025-03-01T10:00:00Z"):
         done = subprocess.run(
@@ -141,7 +141,8 @@ def test_a_range_backfill_needs_both_ends_before_spark_starts(
 
 def test_quality_refuses_a_table_no_pipeline_declares(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before, a misspelt --table printed "no quality results yet", as for a new lakehouse."""
+    """A misspelt --table is refused with the declared tables, not answered with "no quality
+    results yet" as for a new lakehouse."""
     status = main(["quality", "--table", "gold/event_count_5m", "--conf-dir", str(REPO / "conf"),
                    "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
     assert status == 2
@@ -152,7 +153,7 @@ def test_quality_refuses_a_table_no_pipeline_declares(
 
 def test_maintain_refuses_an_unknown_table_before_spark_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before, the session started and the command ended in a KeyError's traceback."""
+    """An unknown --table is refused in one line, exit 2, before a session starts."""
     status = main(["maintain", "--table", "gold/event_counts_5m", "--table", "gold.nope",
                    "--conf-dir", str(REPO / "conf"), "--landing", str(tmp_path / "landing"),
                    "--lakehouse", str(tmp_path / "lake")])
@@ -166,7 +167,7 @@ def test_maintain_refuses_an_unknown_table_before_spark_starts(
 def test_a_lakehouse_or_landing_zone_where_a_file_is_is_refused_before_spark_starts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before, a lakehouse given as a file's path ended in a NotADirectoryError's traceback."""
+    """A lakehouse given as a file's path is refused in one line naming the key, exit 2."""
     afile = tmp_path / "afile"
     afile.write_text("not a folder\n", encoding="utf-8")
     assert main(["run", "all", "--conf-dir", str(REPO / "conf"), "--landing", str(tmp_path),

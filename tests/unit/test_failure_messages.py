@@ -78,7 +78,8 @@ pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION
 
 
 def test_where_is_the_code_that_called_spark_not_pyspark_s_own_frames() -> None:
-    """Before, an error Spark raised while a batch ran was placed in PySpark's ``deco``."""
+    """An error Spark raised while a batch ran is placed at the code that called Spark, not in
+    PySpark's own frames (``deco``)."""
     assert python_error(SQL_RAISED) == (
         "pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION] boom "
         "SQLSTATE: P0001 (at /app/medallion/silver/job.py:231, in write_batch)")

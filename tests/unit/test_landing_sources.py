@@ -64,8 +64,8 @@ def test_an_unknown_or_kafka_source_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_named_source_refuses_a_file_it_would_never_read(tmp_path: Path) -> None:
-    """Before, ``--entity events`` landed ``batch-1.jsonl`` where bronze never reads it (events
-    reads ``*.json``): the upload succeeded, and the data never arrived."""
+    """``--entity events`` refuses ``batch-1.jsonl`` (events reads ``*.json``): landed, the
+    upload would succeed and the data never arrive."""
     settings = make_settings(tmp_path)
     with pytest.raises(LandingError, match=r"x/batch-1\.jsonl: source events reads files named "
                                            r"'\*\.json' only; rename the file, or declare "
@@ -120,10 +120,9 @@ def test_a_parquet_file_fits_the_declared_columns_unless_a_column_holds_another_
 
 def test_land_refuses_a_csv_file_whose_header_is_not_the_declared_one_before_landing_anything(
         tmp_path: Path) -> None:
-    """Before, such a file was landed, and every run after it stopped on it until someone moved
-    it out of the landing folder. The refusal names the file that declares the header: here an
-    overlay, in a configuration folder of the user's own (before, always
-    ``conf/pipelines/orders.yaml``, relative, whichever folder was loaded)."""
+    """Such a file is refused, since landed it would stop every run until someone moved it out
+    of the landing folder. The refusal names the file that declares the header, as loaded: here
+    an overlay, in a configuration folder of the user's own."""
     conf = copy_base_conf(tmp_path / "conf")  # stores: CSV, header store_id, city
     (conf / "local.yaml").write_text("{}\n", encoding="utf-8")
     overlay = conf / "pipelines" / "orders.local.yaml"  # compressed files too

@@ -111,8 +111,8 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
     assert confs["spark.executor.cores"] == "2" and confs["spark.executor.memory"] == "1g"
     assert argv[argv.index("--py-files") + 1] == str(Path("dist/m.whl").resolve())
     entry = argv.index(str(REPO / "jobs" / "silver.py"))
-    # The job loads the configuration folder these settings came from (before, the default one,
-    # whatever --conf-dir had said), and runs the pipelines named.
+    # The job loads the configuration folder these settings came from (not the default one,
+    # whatever --conf-dir said), and runs the pipelines named.
     assert argv[entry + 1:] == ["--env", "local", "--conf-dir", str(folder.resolve()),
                                 "--landing", "/data/in", "--lakehouse", "/data/lh",
                                 "--pipeline", "events"]

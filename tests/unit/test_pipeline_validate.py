@@ -338,7 +338,7 @@ def test_a_struct_field_name_delta_cannot_hold_is_refused(tmp_path: Path, events
      "of conf/base.yaml)"),
     ("gold.x", {"comment": "no query"}, "views.gold.x.sql", "required"),
     ("gold.x", {"sql": "SELECT 1", "owner": "me"}, "views.gold.x.owner", "unknown key"),
-    # nested under its schema, as the key path views.gold.daily reads (before: "unknown key")
+    # nested under its schema, as the key path views.gold.daily reads (not an "unknown key")
     ("gold", {"daily": {"sql": "SELECT 1"}}, "views.gold",
      "a view is keyed by its catalog name, schema and name in one key (gold.daily: {sql: ...}), "
      "not nested under its schema"),

@@ -114,8 +114,8 @@ RETIRED_STATE = "state-of-sparks-join"  # where a checkpoint's join state is put
 
 
 def retire_join_state(spark: SparkSession, table: str, checkpoint: str) -> None:
-    """Put aside the state that Spark's stream-stream join (the engine's join until 2026-11-28)
-    left in the checkpoint: the query no longer keeps one, and Spark refuses to start a query
+    """Put aside the state that Spark's stream-stream join (which earlier versions of the engine
+    ran) left in the checkpoint: the query no longer keeps one, and Spark refuses to start a query
     without the stateful operators its checkpoint's state describes. Kept beside it, not
     deleted; a move that a kill interrupted is made again."""
     state, retired = f"{checkpoint}/state", f"{checkpoint}/{RETIRED_STATE}"
