@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -31,7 +32,7 @@ from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conftest import REPO
-from tests.lakehouse_views import snapshot, table_rows
+from tests.lakehouse_views import csv_lines, snapshot, table_rows
 from tests.reliability.test_crash_recovery import (
     conf_with_small_batches,
     make_settings_at,
@@ -103,6 +104,26 @@ def _served(settings: Settings, expected: dict[str, Counter], run_log: Path,
         time.sleep(1)
 
 
+def _queried_while_serving(spark: SparkSession, conf: Path, landing: Path, clean: Settings,
+                           served: Settings) -> None:
+    """``medallion sql`` beside the running service (which holds the embedded catalog): it
+    answers at once, with the rows the service has committed, the same as Spark reads from the
+    available-now run's tables."""
+    # silver's columns but when each row was ingested, which differs between the two lakehouses
+    silver = "event_id, user_id, event_type, timestamp, amount, customer_name, segment"
+    for table, columns in (("gold.event_counts_5m", "*"), ("silver.events", silver)):
+        asked = subprocess.run(
+            [sys.executable, "-m", "medallion.cli.main", "--conf-dir", str(conf), "--landing",
+             str(landing), "--lakehouse", served.paths.lakehouse, "sql", "--format", "csv",
+             "--limit", "0", f"SELECT {columns} FROM {table}"],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert asked.returncode == 0, asked.stderr[-2000:]
+        header, *lines = asked.stdout.splitlines()
+        layer, _, name = table.partition(".")
+        frame = spark.read.format("delta").load(clean.table_path(layer, name))
+        assert (header, sorted(lines)) == csv_lines(frame.selectExpr(*columns.split(", "))), table
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_recorded(
@@ -123,6 +144,7 @@ def test_a_service_serves_what_lands_and_sigterm_stops_it_with_everything_record
         run = start_run(conf, landing, Path(served.paths.lakehouse), run_log, "--trigger", SERVICE)
         request.addfinalizer(partial(_killed_if_running, run))
         _served(served, first, run_log, run, 600)
+        _queried_while_serving(spark, conf, landing, clean, served)
 
         # the next day's files land while it runs, and the first orders: each layer picks up
         # what the one before commits
