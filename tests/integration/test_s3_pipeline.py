@@ -16,7 +16,8 @@ from medallion.io.tables import undeclared_tables
 from medallion.ops.infra.s3proxy import S3ProxyServer
 from medallion.ops.landing import land_files
 from medallion.spark.session import build_session
-from tests.events_tables import ALL_TABLES, BRONZE_EVENTS, SILVER_EVENTS
+from tests.events_tables import ALL_TABLES, BRONZE_EVENTS, GOLD_EVENT_COUNTS_5M, SILVER_EVENTS
+from tests.lakehouse_views import csv_lines
 from tests.s3_support import S3SettingsFactory, table_rows
 from tests.spark_free import run_without_spark
 
@@ -90,3 +91,20 @@ def test_pipeline_on_s3_matches_the_local_run(
     assert status["gold/sessions_v0"][4] == str(len(expected["gold/user_sessions"]))
     assert status["gold/sessions_v0"][-2:] == ["not", "declared"], status["gold/sessions_v0"]
     assert s3_server.secret_key not in done.stdout + done.stderr
+
+    # `medallion sql`'s fast path reads the same tables on the server (delta-rs's object store
+    # with the configured endpoint and the environment's keys): the rows Spark reads, now and at
+    # the table's first version.
+    counts = GOLD_EVENT_COUNTS_5M.path(settings)
+    for statement, frame in (
+            ("SELECT * FROM gold.event_counts_5m", spark.read.format("delta").load(counts)),
+            ("SELECT * FROM gold.event_counts_5m VERSION AS OF 1",
+             spark.read.format("delta").option("versionAsOf", 1).load(counts))):
+        asked = run_without_spark(["sql", "--env", "s3test", "--conf-dir", str(conf_dir),
+                                   "--format", "csv", "--limit", "0", statement], tmp_path)
+        assert asked.returncode == 0, asked.stderr[-3000:]
+        assert asked.spark_modules == [] and asked.children == [], asked
+        header, *lines = asked.stdout.splitlines()
+        assert (header, sorted(lines)) == csv_lines(frame), statement
+        assert lines, statement
+        assert s3_server.secret_key not in asked.stdout + asked.stderr
