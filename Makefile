@@ -59,6 +59,9 @@ lint: setup ## ruff and mypy
 bench: setup ## benchmark each layer on 1M generated events against plain Spark
 	$(BIN)/python -m tests.benchmarks.bench_pipeline
 
+bench-sql: setup ## five analyst queries as whole medallion sql processes, fast path vs Spark, on 1M events
+	$(BIN)/python -m tests.benchmarks.bench_sql --events $(or $(EVENTS),1000000)
+
 bench-quality: setup ## silver with and without the quality gate on 1M events (EVENTS=100000 for a quick run)
 	$(BIN)/python -m tests.benchmarks.bench_quality --events $(or $(EVENTS),1000000)
 
