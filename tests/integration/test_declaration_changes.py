@@ -29,6 +29,7 @@ from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
 from medallion.project import Settings, load_settings
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
+from tests.lakehouse_views import assert_engines_agree
 
 SAMPLES = REPO / "samples" / "landing"
 HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time\n"
@@ -104,8 +105,15 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
         spark, changed, "silver/order_lines", "order_id", "line_no", "unit_cents"))
     assert cents == {**{key: None for key in first_lines}, ("o20", 1): 1000, ("o20", 2): 550}
 
-    # A range recomputed with the new definition would not fit beside the rest: refused too.
+    # `show` prints every gold table as it is, the one whose declaration is ahead of it too.
     paths = ["--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    capsys.readouterr()
+    assert main(["show", *paths]) == 0
+    shown = capsys.readouterr()
+    assert "== gold.category_revenue_1h\n+" in shown.out and "== gold.store_sessions\n+" in shown.out
+    assert "top_price" not in shown.out and shown.err == "", shown.err
+
+    # A range recomputed with the new definition would not fit beside the rest: refused too.
     assert main(["backfill", "gold/category_revenue_1h", "--from", "2026-03-02",
                  "--to", "2026-03-03", *paths]) == 1
     assert "window.size" in capsys.readouterr().err
@@ -118,6 +126,12 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     refreshed = _rows(spark, changed, "gold/category_revenue_1h", "*")
     assert refreshed == _rows(spark, fresh, "gold/category_revenue_1h", "*")
     assert {end - start for start, end, *_ in refreshed} == {timedelta(hours=2)}
+    # Both engines read the changed tables alike: the new aggregate, the new silver column
+    # (null in the rows written before it).
+    for key in ("gold/category_revenue_1h", "silver/order_lines"):
+        frame = spark.read.format("delta").load(f"{lakehouse}/{key}")
+        assert assert_engines_agree(spark, changed, f"SELECT * FROM {key.replace('/', '.')}",
+                                    frame) > 0, key
 
     # A silver column retyped, then one dropped: refused before the batch is read.
     _land(landing, "2026-03-04.csv", "o30,1,s2,p3,1,2.00,2026-03-04,09:00:00")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+import time
 from pathlib import Path
 
 import duckdb
@@ -176,6 +177,27 @@ def test_time_travel_reads_the_earlier_version(settings: Settings) -> None:
                  "SELECT sum(event_count) AS n FROM gold.event_counts_5m") == [{"n": 3}]
     with pytest.raises(QueryError, match="has no version at version 7"):
         house.query("SELECT * FROM gold.event_counts_5m VERSION AS OF 7")
+
+
+def test_as_of_an_instant_reads_every_table_and_view_as_it_was_then(
+        settings: Settings, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = GOLD_EVENT_COUNTS_5M.path(settings)
+    between = datetime.now(timezone.utc)
+    time.sleep(0.05)
+    write_deltalake(path, _counts([(T0, "click", 5, "0")]), mode="append")  # v2, after it
+    then = Lakehouse(settings, as_of=between)
+    assert _rows(then, "SELECT sum(event_count) AS n FROM gold.event_counts_5m") == [{"n": 6}]
+    assert _rows(then, "SELECT sum(event_count) AS n FROM gold.event_counts_daily") == [{"n": 6}]
+    assert _rows(Lakehouse(settings), "SELECT sum(event_count) AS n FROM gold.event_counts_5m") \
+        == [{"n": 11}]
+    monkeypatch.setattr("medallion.cli.main._settings", lambda args: settings)
+    assert main(["sql", "--format", "csv", "--as-of", between.isoformat(),
+                 "SELECT sum(event_count) AS n FROM gold.event_counts_5m"]) == 0
+    assert capsys.readouterr().out == "n\n6\n"
+    assert main(["sql", "--as-of", "1", "SELECT * FROM gold.event_counts_daily "
+                 "JOIN gold.event_counts_5m ON true"]) == 1
+    assert "--as-of 1 is a version of one table" in capsys.readouterr().err
 
 
 def test_an_unknown_or_missing_table_and_a_spark_only_function_are_told_in_one_line(
