@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
+from medallion import __version__
 from medallion.config.durations import parse_instant
 
 
@@ -86,6 +88,20 @@ def _port(text: str) -> int:
     return port
 
 
+class _Commands:
+    """The subcommands: each one's ``help`` (a line in ``medallion --help``) is also the
+    description its own ``--help`` starts with."""
+
+    def __init__(self, actions: Any) -> None:
+        self.actions = actions
+
+    def add_parser(self, name: str, **options: Any) -> argparse.ArgumentParser:
+        if "help" in options:
+            options.setdefault("description", options["help"][:1].upper() + options["help"][1:] + ".")
+        parser: argparse.ArgumentParser = self.actions.add_parser(name, **options)
+        return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     # The common options work before or after the command; after it they must not reset
     # what was given before it, hence SUPPRESS as their default there.
@@ -93,11 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(common, argparse.SUPPRESS)
     parser = argparse.ArgumentParser(prog="medallion",
                                      description="A Medallion lakehouse on Spark and Delta.")
+    parser.add_argument("--version", action="version", version=f"medallion {__version__}")
     _common(parser, None)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = _Commands(parser.add_subparsers(dest="command", required=True))
 
-    run = commands.add_parser("run", parents=[common], help="process everything new through a layer")
-    run.add_argument("layer", choices=["bronze", "silver", "gold", "publish", "all"])
+    run = commands.add_parser("run", parents=[common],
+                              help="process everything new through a layer (default: all)")
+    run.add_argument("layer", nargs="?", default="all",
+                     choices=["bronze", "silver", "gold", "publish", "all"],
+                     help="the layer's job; all (default): every layer, each from what the one "
+                          "before committed")
     run.add_argument("--trigger", help="available-now (default), once, or processing-time=<interval>")
     run.add_argument("--read-from", dest="read_from", choices=["files", "kafka"],
                      help="of a source and its alternatives, the declared active one or the Kafka "

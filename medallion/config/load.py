@@ -101,6 +101,8 @@ _BUCKET = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$")
 
 def _checked_path(key: str, path: str, source: str) -> str:
     """A landing or lakehouse path: a local folder, or a URI that names where it points."""
+    if any(ord(char) < 32 for char in path):
+        raise ConfigError(key, source, f"{path!r} holds a control character (a NUL, a newline)")
     scheme, sep, rest = path.partition("://")
     if not sep:
         if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):

@@ -5,9 +5,9 @@ declared views, refusals), in this process."""
 from __future__ import annotations
 
 import io
+import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-import time
 from pathlib import Path
 
 import duckdb
