@@ -77,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pipelines_main(pipelines)
     args = build_parser().parse_args(arguments)
     configure_logging(args.verbose)
+    if args.command == "init":  # writes a declaration: no settings to load, no Spark
+        from medallion.cli.init import main as init_main
+
+        return init_main(args)
     gated = args.command in ("run", "backfill")  # both run the gates
     try:
         settings = _settings(args)  # before Spark starts: bad configuration fails fast

@@ -216,6 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="apply: make changes the plan marks DOWNGRADE (a KMS key replaced by "
                             "SSE-S3, versioning suspended, an enforcing policy statement dropped)")
 
+    init = commands.add_parser(
+        "init", parents=[common],
+        help="write conf/pipelines/NAME.yaml from sample files (CSV, JSON Lines, Parquet); "
+             "no Spark")
+    init.add_argument("name", help="the pipeline's name (also its source, folder and tables)")
+    init.add_argument("files", nargs="+", metavar="FILE", help="sample files of one format")
+
     commands.add_parser(
         "pipelines", add_help=False,
         help="check the pipeline definitions (conf/pipelines) and print their graphs; no Spark")
