@@ -26,6 +26,16 @@ from medallion.errors import InputRefused
 from medallion.io.failures import failing_as
 from medallion.io.sinks.delta import TableToMake, ensure_tables
 from medallion.io.sinks.evolution import align_tables
+from medallion.io.sources.delta import newest_table_version
+
+
+def idle(spark: SparkSession, key: str, inputs: Sequence[tuple[str, str]]) -> RunningQuery:
+    """The idle query of table ``key``; when an input (``(name, path)``) was never written, its
+    note says so: an all-zero line would not tell a layer run before the one it reads from."""
+    unwritten = [name for name, path in inputs if newest_table_version(spark, path) < 0]
+    note = (f"nothing to read yet: {', '.join(unwritten)} never written (its layer has not run, "
+            "or nothing has landed for it)") if unwritten else ""
+    return RunningQuery(key, None, note=note, idle=True)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from medallion.engine.gold.compile import (
 )
 from medallion.engine.gold.joinbatch import JoinBatches, join_stream, retire_join_state
 from medallion.engine.idle import DeltaInput, skippable
-from medallion.engine.layer import PlannedQuery, start_layer
+from medallion.engine.layer import PlannedQuery, idle, start_layer
 from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
 from medallion.io.checkpoints import plan_watermark_batch
 from medallion.io.hadoopfs import path_exists
@@ -217,7 +217,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     """Start the query of one gold table; idle without work (``due``: already decided)."""
     spec, path, checkpoint = gold.spec, gold.spec.path(settings), gold.spec.checkpoint(settings)
     if not (flow_due(spark, settings, trigger, gold) if due is None else due):
-        return RunningQuery(spec.key, None, idle=True)
+        return idle(spark, spec.key, [(t.key, t.path(settings)) for t in gold.inputs])
     for table in flow_tables(settings, gold):
         ensure_table(spark, *table)
     join = gold.gold.join

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from medallion.config.model import Trigger
 from medallion.engine.idle import DeltaInput, skippable
-from medallion.engine.layer import PlannedQuery, start_layer
+from medallion.engine.layer import PlannedQuery, idle, start_layer
 from medallion.engine.silver.compile import (
     BatchTimes,
     SilverTransforms,
@@ -234,7 +234,7 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, flow: 
     """Start the query of one silver table; idle without work (``due``: already decided)."""
     table, checkpoint = flow.spec, flow.spec.checkpoint(settings)
     if not (flow_due(spark, settings, trigger, flow) if due is None else due):
-        return RunningQuery(table.key, None, idle=True)
+        return idle(spark, table.key, [(flow.input.key, flow.input.path(settings))])
     for made in flow_tables(settings, flow):
         ensure_table(spark, *made)
     # The table's own write is the batch's last, so its transaction id says how far it got.
