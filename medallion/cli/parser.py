@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
         "pipelines", add_help=False,
         help="check the pipeline definitions (conf/pipelines) and print their graphs; no Spark")
     commands.add_parser("status", parents=[common],
-                        help="per table: last version and commit, rows, lag, state, last run")
+                        help="per table: last version and commit, rows, processing lag, data age, "
+                             "state, last run")
 
     maintain = commands.add_parser("maintain", parents=[common],
                                    help="OPTIMIZE (Z-ORDER from configuration) and VACUUM the tables; "

@@ -23,6 +23,7 @@ from medallion.io.tables import (
     time_columns,
     undeclared_tables,
 )
+from medallion.pipeline.graph import FlowKind, InputRole
 from medallion.project import Settings
 
 
@@ -36,7 +37,8 @@ class TableStatus:
     committed_at: datetime | None = None
     rows: int | None = None
     newest_event: datetime | None = None
-    lag_seconds: float | None = None
+    lag_seconds: float | None = None  # data age: how old the newest event time is
+    behind_seconds: float | None = None  # processing lag: how long new input has waited for it
     state_rows: int | None = None
     state_bytes: int | None = None
     last_run_succeeded: bool | None = None
@@ -101,6 +103,40 @@ def _latest_progress(house: DeltaReader) -> dict[str, dict]:
     return latest
 
 
+def stream_inputs(settings: Settings) -> dict[str, list[str]]:
+    """Per silver and gold table, the tables it reads as a stream (the source that runs in place
+    of an alternative one): what it must keep up with."""
+    inputs: dict[str, list[str]] = {}
+    for pipeline, graph in zip(settings.pipelines, settings.graphs, strict=True):
+        for flow in graph.flows:
+            if flow.kind is FlowKind.INGEST:
+                continue
+            inputs[flow.target] = [settings.input_of(pipeline, each.table) for each in flow.inputs
+                                   if each.role is InputRole.STREAM]
+    return inputs
+
+
+def behind(commits: Iterable[datetime], caught_up: datetime | None, now: datetime
+           ) -> float | None:
+    """How long the oldest input commit after ``caught_up`` (when the table last took in all
+    its input) has waited: 0 when there is none; None when the table never caught up."""
+    if caught_up is None:
+        return None
+    waiting = [commit for commit in commits if commit > caught_up]
+    return (now - min(waiting)).total_seconds() if waiting else 0.0
+
+
+def _commits_since(house: DeltaReader, path: str, key: str, since: datetime | None,
+                   limit: int = 100) -> list[datetime]:
+    """The commit times of the table at ``path`` after ``since`` (its newest ``limit`` ones)."""
+    table = house.open(path, key)
+    if table is None or since is None:
+        return []
+    times = [datetime.fromtimestamp(entry["timestamp"] / 1000, timezone.utc)
+             for entry in table.history(limit) if entry.get("timestamp") is not None]
+    return [moment for moment in times if moment > since]
+
+
 def _latest(house: DeltaReader, spec: TableSpec, key: str, order: str, columns: Sequence[str]
             ) -> dict[str, dict]:
     table = house.open(spec.path(house.settings), spec.key)
@@ -114,7 +150,9 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
     now = now or datetime.now(timezone.utc)
     house = DeltaReader(settings)
     progress = _latest_progress(house)
-    outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at", ["succeeded", "error"])
+    outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at",
+                       ["succeeded", "error", "started_at"])
+    inputs = stream_inputs(settings)
     result = []
     # The column holding each table's newest event time: event time where the table has one,
     # otherwise when its rows arrived (derived from the declarations).
@@ -128,10 +166,20 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
         newest = facts.newest
         state = progress.get(spec.key, {})
         outcome = outcomes.get(spec.key, {})
+        # A successful run took in everything committed before it started; a batch, what was
+        # committed before it.
+        marks = [outcome.get("started_at") if outcome.get("succeeded") else None,
+                 state.get("batch_timestamp")]
+        caught_up = max((m for m in marks if m is not None), default=None)
+        waiting = None
+        if spec.key in inputs:
+            waiting = behind([moment for key in inputs[spec.key] for moment in _commits_since(
+                house, settings.table_path(*key.split("/", 1)), key, caught_up)], caught_up, now)
         result.append(TableStatus(
             table=spec.key, exists=True, version=facts.version, committed_at=facts.committed_at,
             rows=facts.rows, newest_event=newest,
             lag_seconds=(now - newest).total_seconds() if newest else None,
+            behind_seconds=waiting,
             state_rows=state.get("state_rows"), state_bytes=state.get("state_bytes"),
             last_run_succeeded=outcome.get("succeeded"), last_run_at=outcome.get("finished_at"),
             last_error=outcome.get("error"), files=facts.files, size_bytes=facts.size_bytes,
@@ -165,8 +213,8 @@ def _bytes(value: int | None) -> str:
     return f"{value}B"
 
 
-_COLUMNS = ("table", "version", "committed (UTC)", "rows", "files", "size", "lag", "state rows",
-            "state size", "last run")
+_COLUMNS = ("table", "version", "committed (UTC)", "rows", "files", "size", "behind", "data age",
+            "state rows", "state size", "last run")
 
 
 def format_status(statuses: Sequence[TableStatus]) -> str:
@@ -174,7 +222,7 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
     rows = []
     for s in statuses:
         if not s.exists:
-            rows.append((s.table, "-", "-", "-", "-", "-", "-", "-", "-", "not created"))
+            rows.append((s.table, "-", "-", "-", "-", "-", "-", "-", "-", "-", "not created"))
             continue
         last = ("not declared" if not s.declared else "-" if s.last_run_succeeded is None
                 else "ok" if s.last_run_succeeded else "FAILED")
@@ -182,7 +230,7 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
             s.table, str(s.version),
             s.committed_at.strftime("%Y-%m-%d %H:%M:%S") if s.committed_at else "-",
             str(s.rows), "-" if s.files is None else str(s.files), _bytes(s.size_bytes),
-            _lag(s.lag_seconds),
+            _lag(s.behind_seconds), _lag(s.lag_seconds),
             "-" if s.state_rows is None else str(s.state_rows), _bytes(s.state_bytes), last,
         ))
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)

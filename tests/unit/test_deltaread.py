@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -24,7 +25,7 @@ from medallion.io.deltaread import (
     table_facts,
 )
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES, undeclared_tables
-from medallion.ops.status import collect_status, format_status, state_bytes
+from medallion.ops.status import behind, collect_status, format_status, state_bytes
 from medallion.project import Settings
 from medallion.quality.summary import summarise
 from medallion.serving.grid import show_string
@@ -276,3 +277,40 @@ def test_the_first_rows_of_a_table_with_a_struct_among_its_first_columns(tmp_pat
                              ["place", "tags", "n"], 2)
     assert (rows, more) == ([{"day": 1, "place": {"site": "A", "floor": 2}, "tags": [], "n": 10},
                              {"day": 2, "place": None, "tags": None, "n": 20}], True)
+
+
+def test_behind_is_how_long_the_oldest_input_commit_since_catching_up_has_waited() -> None:
+    now = T0 + timedelta(hours=1)
+    commits = [T0 + timedelta(minutes=m) for m in (5, 20, 40)]
+    assert behind(commits, T0 + timedelta(minutes=10), now) == 40 * 60  # the 20-minute commit
+    assert behind(commits, T0 + timedelta(minutes=45), now) == 0.0  # caught up
+    assert behind(commits, None, now) is None  # never took its input in
+
+
+def test_status_separates_processing_lag_from_data_age(tmp_path: Path) -> None:
+    """Old data (event times of 2025) processed just now is not a pipeline behind: ``behind``
+    says how long new input has waited for each table, ``data age`` how old its newest event is."""
+    settings = make_settings(tmp_path)
+    started = datetime.now(timezone.utc) - timedelta(seconds=1)
+    _write_counts(settings, [(T0, "view", 2)])
+    write_deltalake(RUN_OUTCOMES.path(settings), pa.table({
+        "pipeline_run": ["r1"], "table": ["gold/event_counts_5m"], "trigger": ["available-now"],
+        "started_at": pa.array([started], UTC_US), "finished_at": pa.array([started], UTC_US),
+        "succeeded": [True], "rows_in": pa.array([1], pa.int64()),
+        "rows_out": pa.array([1], pa.int64()), "error": pa.array([None], pa.string())}))
+    silver = settings.table_path("silver", "events")
+    write_deltalake(silver, pa.table({"event_id": ["e1"], "timestamp": pa.array([T0], UTC_US)}))
+    now = datetime.now(timezone.utc) + timedelta(minutes=10)
+    waiting = {s.table: s for s in collect_status(settings, now=now)}["gold/event_counts_5m"]
+    assert 10 * 60 <= waiting.behind_seconds <= 10 * 60 + 30  # silver committed after its run
+    assert waiting.lag_seconds > 300 * 86400  # and its data is old either way
+
+    time.sleep(0.01)
+    later = datetime.now(timezone.utc)
+    _write_progress(settings, [("gold/event_counts_5m", later, None, {"stateOperators": []})])
+    caught = {s.table: s for s in collect_status(settings, now=now)}["gold/event_counts_5m"]
+    assert caught.behind_seconds == 0.0  # a batch after silver's commit took it in
+    line = next(row for row in format_status([caught]).splitlines()
+                if row.startswith("gold/event_counts_5m "))
+    assert line.split()[7] == "0s"
+    assert format_status([caught]).splitlines()[0].split()[7:9] == ["behind", "data"]
