@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak test-unit lint bench bench-quality bench-listing clean sql thrift-up thrift-down kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -24,10 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m medallion.spark.warmup
-	infra/kafka/broker.sh fetch
 	touch $(STAMP)
 
-setup: $(STAMP) ## create .venv, install the package and fetch the JVM jars
+setup: $(STAMP) ## create .venv, install the package and fetch Spark's JVM jars
 
 # The sample's events end a few hours before now, so its freshness expectation holds.
 SAMPLE_START = $(shell $(PYTHON) -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) - d.timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"))')
@@ -40,7 +39,7 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup s3proxy chromium ## run the test suite (unit, integration, reliability, operations)
+test: setup s3proxy kafka-jars chromium ## run the test suite (unit, integration, reliability, operations)
 	$(BIN)/pytest -q --durations=20
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
@@ -77,7 +76,14 @@ thrift-up: setup ## start the Spark Thrift Server (JDBC/ODBC, HiveServer2) on lo
 thrift-down: setup ## stop the Thrift Server started by thrift-up
 	$(BIN)/medallion thrift down
 
-kafka-up: ## start a local Kafka broker (KRaft, 127.0.0.1:$(KAFKA_PORT), data in $(DATA)/kafka)
+KAFKA_STAMP := infra/kafka/lib/.complete
+
+$(KAFKA_STAMP): infra/kafka/pom.xml | maven
+	infra/kafka/broker.sh fetch
+
+kafka-jars: $(KAFKA_STAMP) ## fetch the Kafka broker's jars (the tests' and kafka-up's) from Maven Central
+
+kafka-up: kafka-jars ## start a local Kafka broker (KRaft, 127.0.0.1:$(KAFKA_PORT), data in $(DATA)/kafka)
 	infra/kafka/broker.sh start $(KAFKA_DATA) $(KAFKA_PORT)
 
 kafka-down: ## stop the local Kafka broker
@@ -93,7 +99,7 @@ S3PROXY_STAMP := infra/s3proxy/lib/.resolved
 ENV ?= dev
 
 # A Maven repository of its own: nothing lands in ~/.m2 (medallion/spark/ivysettings.xml says why).
-$(S3PROXY_STAMP): infra/s3proxy/pom.xml
+$(S3PROXY_STAMP): infra/s3proxy/pom.xml | maven
 	rm -rf infra/s3proxy/lib
 	mvn -q -B -f infra/s3proxy/pom.xml -Dmaven.repo.local=$(CURDIR)/infra/s3proxy/.m2 package
 	touch $@
@@ -112,6 +118,12 @@ infra-apply: setup ## create or fix the buckets of ENV: versioning, encryption, 
 
 wheel: setup ## build the package wheel into dist/ (ship it with `medallion submit-cmd --wheel`)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+
+maven: ## install Debian's Maven if mvn is missing (it fetches the Kafka broker's and S3Proxy's jars)
+	@command -v mvn >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends maven; }
 
 chromium: ## install Debian's chromium (headless check of the HTML report) if it is missing
 	@command -v chromium >/dev/null 2>&1 || { \
