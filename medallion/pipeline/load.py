@@ -303,9 +303,9 @@ def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
         for column, default in defaults.items():
             if not isinstance(default, (str, int, float, bool)):
                 raise reader.error(f"{entry_key}.defaults.{column}", f"must be a value, got {default!r}")
-        enrichments.append(EnrichmentSpec(dimension=dimension, join=tuple(pairs),
-                                          columns=reader.names(spec, "columns", entry_key),
-                                          defaults=dict(defaults)))
+        taken, renamed = _enrich_columns(reader, spec, entry_key)
+        enrichments.append(EnrichmentSpec(dimension=dimension, join=tuple(pairs), columns=taken,
+                                          defaults=dict(defaults), renamed=renamed))
     watermark = reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None
     return SilverSpec(
         name=name,
@@ -322,6 +322,30 @@ def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
         python=reader.python_step(section, "python", key),
         doc=reader.doc(section, key, f"silver/{name}"),
     )
+
+
+def _enrich_columns(reader: DeclarationReader, spec: Mapping[str, Any], entry_key: str
+                    ) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``enrich.<dim>.columns``: a list of the dimension's columns, taken under their names, or
+    a mapping ``{name_in_table: dimension_column}`` (two dimensions may both have a ``name``)."""
+    value = spec.get("columns")
+    if not isinstance(value, Mapping):
+        return reader.names(spec, "columns", entry_key), {}
+    if not value:
+        raise reader.error(f"{entry_key}.columns", "names no column")
+    renamed = {}
+    for name, column in value.items():
+        if not IDENTIFIER.match(str(name).strip()):
+            raise reader.error(f"{entry_key}.columns.{name}",
+                               "a column's name is an identifier (letters, digits, _)")
+        if not isinstance(column, str) or not column.strip():
+            raise reader.error(f"{entry_key}.columns.{name}",
+                               f"must name a column of the dimension, got {column!r}")
+        renamed[str(name).strip()] = column.strip()
+    taken = list(renamed.values())
+    if len(set(taken)) != len(taken):
+        raise reader.error(f"{entry_key}.columns", f"takes a dimension's column twice: {taken}")
+    return tuple(renamed), renamed
 
 
 def _window(reader: DeclarationReader, section: Mapping[str, Any], key: str,

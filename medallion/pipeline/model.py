@@ -217,8 +217,13 @@ class EnrichmentSpec:
 
     dimension: str
     join: tuple[tuple[str, str], ...]
-    columns: tuple[str, ...]
-    defaults: Mapping[str, Any] = field(default_factory=dict)
+    columns: tuple[str, ...]  # as the table names them
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # by the table's names
+    renamed: Mapping[str, str] = field(default_factory=dict)  # table's name -> dimension's column
+
+    def source_of(self, column: str) -> str:
+        """The dimension's column that the table's ``column`` takes."""
+        return self.renamed.get(column, column)
 
 
 @dataclass(frozen=True)

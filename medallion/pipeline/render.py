@@ -39,7 +39,9 @@ def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl
     for enrichment in silver.enrichments:
         pairs = ", ".join(f"{c} = {k}" for c, k in enrichment.join)
         defaults = ", ".join(f"{c} '{v}'" for c, v in enrichment.defaults.items())
-        lines.append(f"enrich with {enrichment.dimension} on {pairs}: {', '.join(enrichment.columns)}"
+        taken = ", ".join(name if name == enrichment.source_of(name) else
+                          f"{name} = {enrichment.source_of(name)}" for name in enrichment.columns)
+        lines.append(f"enrich with {enrichment.dimension} on {pairs}: {taken}"
                      + (f" (on a miss: {defaults})" if defaults else ""))
     read = by_key.get(silver.input)
     lines.append("quarantine reasons: "

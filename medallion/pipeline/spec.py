@@ -182,7 +182,7 @@ class PipelineSpec:
         for enrichment in silver.enrichments:
             bronze = known[self.source(self.dimension(enrichment.dimension).source).bronze_key]
             for name in enrichment.columns:
-                fields.append(Field(name, bronze.column_type(name) or STRING))
+                fields.append(Field(name, bronze.column_type(enrichment.source_of(name)) or STRING))
         source = known[silver.input]
         fields += [Field(name, source.column_type(name) or STRING) for name in silver.keep]
         return tuple(fields)

@@ -356,13 +356,17 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
             raise check.fail(f"{entry}.join", f"must pair a column with each key of dimension "
                                             f"{dimension.name} ({', '.join(dimension.key)}), got "
                                             f"{', '.join(joined)}")
-        check.columns_exist(f"{entry}.columns", enrichment.columns, dimension.columns,
-                            f"dimension {dimension.name}")
+        check.columns_exist(f"{entry}.columns",
+                            [enrichment.source_of(c) for c in enrichment.columns],
+                            dimension.columns, f"dimension {dimension.name}")
         check.columns_exist(f"{entry}.defaults", enrichment.defaults, enrichment.columns,
                             f"the columns taken from {dimension.name}")
         for name in enrichment.columns:
             if name in names:
-                raise check.fail(f"{entry}.columns", f"{name} is already a column of {silver.key}")
+                raise check.fail(f"{entry}.columns", f"{name} is already a column of {silver.key}"
+                                 + ("" if enrichment.renamed else
+                                    f" (take it under another name: columns: {{{dimension.name}_"
+                                    f"{name}: {name}}})"))
             names.add(name)
     if silver.python is not None:
         check.python_step(f"{key}.python", silver.python)

@@ -412,6 +412,55 @@ def test_enrichment_misses_get_the_unknown_segment(spark: SparkSession) -> None:
     assertDataFrameEqual(events.transform(enrich_with_customers(customers)), expected)
 
 
+TWO_DIMENSIONS = """
+sources:
+  flights: {format: csv, path: flights, header: [flight, origin, dest], bronze: {table: flights}}
+  airports: {format: csv, path: airports, header: [code, name], bronze: {table: airports}}
+  cities: {format: csv, path: cities, header: [code, name], bronze: {table: cities}}
+dimensions:
+  airports: {source: airports, key: code, columns: [name]}
+  cities: {source: cities, key: code, columns: [name]}
+silver:
+  flights:
+    input: bronze/flights
+    parse: columns
+    columns:
+      flight: {type: STRING, required: true}
+      origin: STRING
+      dest: STRING
+    dedup: {key: [flight]}
+    enrich:
+      airports: {join: {origin: code}, columns: {origin_name: name}}
+      cities:
+        join: {dest: code}
+        columns: {dest_city: name}
+        defaults: {dest_city: unknown}
+"""
+
+
+def test_two_dimensions_with_one_column_name_enrich_one_table_under_the_names_it_gives(
+        spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "flights.yaml").write_text(TWO_DIMENSIONS, encoding="utf-8")
+    (spec,) = load_pipelines(tmp_path, "local")
+    validate(spec)
+    silver = compile_silver(spec, spec.silver[0])
+    t = utc("2025-01-27T10:00:00")
+    flights = spark.createDataFrame(
+        [("f1", "LYS", "CDG", "a.csv", t), ("f2", "CDG", "XXX", "a.csv", t)],
+        "flight STRING, origin STRING, dest STRING, source_file STRING, ingested_at TIMESTAMP")
+    airports = spark.createDataFrame([("LYS", "Saint-Exupery"), ("CDG", "Roissy")],
+                                     "code STRING, name STRING")
+    cities = spark.createDataFrame([("CDG", "Paris")], "code STRING, name STRING")
+    enriched = flights.transform(silver.enrich({"airports": airports, "cities": cities})) \
+        .transform(silver.finish)
+    assert enriched.columns == ["flight", "origin", "dest", "origin_name", "dest_city",
+                                "source_file", "ingested_at"]
+    assert sorted(tuple(r)[:5] for r in enriched.collect()) == [
+        ("f1", "LYS", "CDG", "Saint-Exupery", "Paris"),
+        ("f2", "CDG", "XXX", "Roissy", "unknown")]
+
+
 NESTED = """
 sources:
   readings: {format: json_lines, path: readings, bronze: {table: readings}}

@@ -248,6 +248,58 @@ def test_enrichment_must_match_its_dimension(tmp_path: Path, events_tree: Tree) 
            _file(tmp_path))
 
 
+def _two_dimensions_with_a_name(tree: Tree) -> None:
+    """A second dimension of the same customers source, both with a ``customer_name``."""
+    tree["dimensions"]["accounts"] = dict(tree["dimensions"]["customers"])
+    tree["silver"]["events"]["enrich"]["accounts"] = {
+        "join": {"user_id": "customer_id"}, "columns": ["customer_name"]}
+
+
+def test_two_dimensions_with_one_column_name_enrich_one_table_under_names_of_its_own(
+        tmp_path: Path, events_tree: Tree) -> None:
+    refused = _fails(tmp_path, events_tree, _two_dimensions_with_a_name)
+    _names(refused, "silver.events.enrich.accounts.columns", _file(tmp_path))
+    assert "customer_name is already a column of silver/events" in str(refused)
+    assert "columns: {accounts_customer_name: customer_name}" in str(refused)  # the way out
+
+    tree = copy.deepcopy(events_tree)
+    _two_dimensions_with_a_name(tree)
+    tree["silver"]["events"]["enrich"]["accounts"]["columns"] = {
+        "account_name": "customer_name", "account_segment": "segment"}
+    tree["silver"]["events"]["enrich"]["accounts"]["defaults"] = {"account_segment": "none"}
+    _write(tmp_path, "events", tree)
+    spec = _load(tmp_path)
+    (table,) = [t for t in spec.tables() if t.key == "silver/events"]
+    assert table.column_names[5:9] == ("customer_name", "segment", "account_name",
+                                       "account_segment")
+    assert str(table.column_type("account_name")) == "STRING"
+    enrichment = next(e for s in spec.silver for e in s.enrichments if e.dimension == "accounts")
+    assert [enrichment.source_of(c) for c in enrichment.columns] == ["customer_name", "segment"]
+
+
+@pytest.mark.parametrize(("columns", "key", "said"), [
+    ({"account_name": "tier"}, "silver.events.enrich.accounts.columns", "tier"),
+    ({"account_name": 3}, "silver.events.enrich.accounts.columns.account_name",
+     "must name a column of the dimension"),
+    ({"a": "customer_name", "b": "customer_name"}, "silver.events.enrich.accounts.columns",
+     "takes a dimension's column twice"),
+    ({"bad name": "customer_name"}, "silver.events.enrich.accounts.columns.bad name",
+     "identifier"),
+    ({"segment": "segment"}, "silver.events.enrich.accounts.columns",
+     "segment is already a column"),
+    ({}, "silver.events.enrich.accounts.columns", "names no column"),
+])
+def test_a_renamed_enrichment_column_is_checked_like_any_other(
+        tmp_path: Path, events_tree: Tree, columns: dict, key: str, said: str) -> None:
+    def change(tree: Tree) -> None:
+        _two_dimensions_with_a_name(tree)
+        tree["silver"]["events"]["enrich"]["accounts"]["columns"] = columns
+
+    refused = _fails(tmp_path, events_tree, change)
+    _names(refused, key, _file(tmp_path))
+    assert said in str(refused)
+
+
 def test_csv_columns_must_come_from_the_header(tmp_path: Path, events_tree: Tree) -> None:
     def change(tree: Tree) -> None:
         tree["silver"]["clients"] = {

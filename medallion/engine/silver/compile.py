@@ -274,7 +274,7 @@ def _enrich(pipeline: PipelineSpec, silver: SilverSpec,
                 joined = rows.join(lookup, on=condition, how="left")
                 added = []
                 for name in enrichment.columns:
-                    value = F.col(prefix + name)
+                    value = F.col(prefix + enrichment.source_of(name))
                     if name in enrichment.defaults:
                         kind = table.column_type(name)
                         default = F.lit(enrichment.defaults[name])
