@@ -22,6 +22,7 @@ from medallion.config.durations import parse_duration_seconds
 from medallion.config.load import PIPELINES_DIR, landing_folder_problem
 from medallion.config.model import ViewSpec
 from medallion.config.yamlfiles import Origins, read_yaml
+from medallion.pipeline import schema
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.kinds import (
     IDENTIFIER,
@@ -68,49 +69,22 @@ _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
                  SourceFormat.PARQUET: "*.parquet"}
 
 
-_TOP_KEYS = {"description", "watermark", "sources", "dimensions", "silver", "gold", "views"}
-
-
-_SOURCE_KEYS = {"format", "path", "glob", "header", "schema", "topics", "options", "alternative_to",
-                "active", "bronze"}
-
-
-_DOC_KEYS = {"comment", "column_comments", "expectations", "zorder"}
-
-
-_BRONZE_KEYS = {"table"} | _DOC_KEYS
-
-
-_DIMENSION_KEYS = {"source", "key", "columns", "latest_by", "where", "trim"}
-
-
-_SILVER_KEYS = {"input", "parse", "raw_column", "columns", "rules", "dedup", "event_time", "watermark",
-                "enrich", "keep", "python"} | _DOC_KEYS
-
-
-_COLUMN_KEYS = {"type", "source", "expr", "required", "trim", "format", "zone", "rules"}
-
-
-_DEDUP_KEYS = {"key", "order_by", "scope"}
-
-
-_ENRICH_KEYS = {"join", "columns", "defaults"}  # not `on`: YAML 1.1 reads it as true
-
-
-_GOLD_KEYS = {"input", "filter", "group_by", "window", "aggregates", "mode", "watermark", "python",
-              "columns", "keys", "join", "select", "latest_by"} | _DOC_KEYS
-
-
-_JOIN_KEYS = {"input", "filter", "equal", "within", "kind"}  # not `on`: YAML 1.1 reads it as true
-
-
-_SELECT_KEYS = {"expr", "type"}
-
-
-_WINDOW_KEYS = {"kind", "column", "size", "slide", "gap"}
-
-
-_AGGREGATE_KEYS = {"function", "column", "default"}
+# The keys each section takes: the format's one description (medallion/pipeline/schema.py), which
+# the shipped JSON Schema is made from too. `join`, never `on`: YAML 1.1 reads `on` as true.
+_TOP_KEYS = set(schema.TOP)
+_SOURCE_KEYS = set(schema.SOURCE)
+_BRONZE_KEYS = set(schema.BRONZE)
+_DIMENSION_KEYS = set(schema.DIMENSION)
+_SILVER_KEYS = set(schema.SILVER)
+_COLUMN_KEYS = set(schema.COLUMN)
+_DEDUP_KEYS = set(schema.DEDUP)
+_ENRICH_KEYS = set(schema.ENRICH)
+_GOLD_KEYS = set(schema.GOLD)
+_JOIN_KEYS = set(schema.JOIN)
+_SELECT_KEYS = set(schema.SELECT)
+_WINDOW_KEYS = set(schema.WINDOW)
+_AGGREGATE_KEYS = set(schema.AGGREGATE)
+_VIEW_KEYS = set(schema.VIEW)
 
 
 def pipeline_files(conf_dir: Path) -> list[Path]:
@@ -221,12 +195,12 @@ def _source(reader: DeclarationReader, name: str, value: Any) -> SourceSpec:
 
 
 def _view(reader: DeclarationReader, name: str, value: Any) -> ViewSpec:
-    if "." not in name and isinstance(value, Mapping) and value and not {"sql", "comment"} & set(value):
+    if "." not in name and isinstance(value, Mapping) and value and not _VIEW_KEYS & set(value):
         inner = next(iter(value))  # views: {gold: {daily: {sql: ...}}}, as the key path reads
         raise reader.error(f"views.{name}", f"a view is keyed by its catalog name, schema and name "
                                             f"in one key ({name}.{inner}: {{sql: ...}}), not "
                                             f"nested under its schema")
-    section = reader.mapping({name: value}, name, "views", {"sql", "comment"}, required=True)
+    section = reader.mapping({name: value}, name, "views", _VIEW_KEYS, required=True)
     sql = reader.text(section, "sql", prefix=f"views.{name}")
     return ViewSpec(name=name, sql=sql.rstrip(";").strip(),
                     comment=reader.optional_text(section, "comment", f"views.{name}"))

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from medallion.config.durations import parse_duration_seconds
 from medallion.config.yamlfiles import Origins
 from medallion.errors import ConfigError
+from medallion.pipeline import schema
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.kinds import (
     IDENTIFIER,
@@ -37,7 +38,7 @@ DELTA_NAMES = ("holds a character a Delta table's column names cannot (a space o
 E = TypeVar("E", bound=Enum)
 
 
-EXPECTATION_KEYS = {"expectation", "kwargs", "severity", "enabled", "description"}
+EXPECTATION_KEYS = set(schema.EXPECTATION)
 
 
 class DeclarationReader:

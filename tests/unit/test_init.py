@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
+import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -15,6 +16,7 @@ import yaml
 
 from medallion.cli.main import main
 from medallion.pipeline.scaffold import json_type, text_type
+from medallion.pipeline.schema import pipeline_schema
 from medallion.pipeline.validate import check_pipelines
 from tests.conf_support import copy_base_conf
 
@@ -75,6 +77,8 @@ def test_a_csv_sample_gives_a_declaration_the_checks_accept(tmp_path: Path) -> N
     assert silver["dedup"]["key"] == ["flight_id"] and silver["event_time"] == "departed"
     text = (conf / "pipelines" / "flights.yaml").read_text(encoding="utf-8")
     assert text.count("DECIDE") >= 4
+    assert list(jsonschema.Draft202012Validator(pipeline_schema()).iter_errors(
+        yaml.safe_load(text))) == []
 
 
 def test_json_lines_are_flattened_and_broken_lines_skipped(tmp_path: Path) -> None:
