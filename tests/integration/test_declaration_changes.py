@@ -5,11 +5,9 @@ gold table whose windows or aggregates changed is refused, naming what changed, 
 made by the declaration before; the other gold tables run, a range backfill of it is refused as the
 run is, and a full refresh of it gives what a fresh lakehouse gives. A silver column dropped or
 retyped is refused before anything of the batch is read, and the declaration put back carries on
-with nothing lost. A gold table taken out of the declaration is warned of at each run.
-
-Before, the added silver column failed every run with Delta's "A schema mismatch detected", the
-added aggregate with Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE, and a window of another size
-was taken silently: the table named ``_1h`` held one-hour and two-hour windows side by side.
+with nothing lost. A gold table taken out of the declaration is warned of at each run. None of it
+ends in Delta's "A schema mismatch detected", in Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE,
+or in a table that holds windows of two sizes side by side.
 """
 
 from __future__ import annotations

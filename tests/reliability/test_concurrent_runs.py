@@ -1,6 +1,5 @@
 """Two runs started together on one lakehouse: the second waits for the first, and the tables
-hold everything once. (Before, the second failed inside the JVM: Derby's metastore is one
-process's, and both had found it free.)"""
+hold everything once; neither fails inside the JVM on Derby's metastore, which is one process's."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Ctrl-C on `medallion run all`, as a terminal sends it (to the command and its JVM): the command
 stops at once with one line and status 130, leaves no JVM behind, and the next run ends with the
-tables of an uninterrupted run.
-
-Before, PySpark's handler raised inside whatever py4j call was waiting: five tracebacks, and the
-run carried on to the end as if nothing had been pressed.
+tables of an uninterrupted run: no traceback, and the run does not carry on as if nothing had
+been pressed.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ group (what a scheduler's stop and `kill -- -PGID` send, the JVM included) stops
 the batches under way commit, every table's outcome and every batch's progress row are recorded,
 the summary is printed, and the status is 0. The next run finds nothing left to do.
 
-Before, the signal killed the command at once: no outcome rows, the progress rows of the last
-minute lost from the monitoring tables, and the JVM shutting Spark down under its queries. And a
-source whose landing folder did not exist when the service started was never ingested while it ran
-(its query was not started; said with -v only).
+A source whose landing folder did not exist when the service started is ingested while it runs.
+While it runs, `medallion sql` answers beside it with the rows it has committed.
 """
 
 from __future__ import annotations

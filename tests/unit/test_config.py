@@ -72,7 +72,7 @@ def test_a_bad_value_is_named_with_the_file_it_came_from(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("local", "key", "words"), [
-    # Before, each failed the session's start with a JVM stack trace and a Python traceback.
+    # Each is refused before the session starts: no JVM stack trace, no Python traceback.
     ("spark:\n  master: local[two]\n", "spark.master", "must be a Spark master URL"),
     ("spark:\n  master: local[0]\n", "spark.master", "must be a Spark master URL"),
     ("spark:\n  conf:\n    spark.sql.shuffle.partitions: [1]\n",
