@@ -316,8 +316,8 @@ def test_every_client_returns_the_same_gold_rows(lakehouse: Lakehouse) -> None:
     made = _cli(lakehouse, "sql", "--engine", "spark", "--format", "json", "-f", str(script))
     assert made.returncode == 0, made.stderr[-3000:]
     assert made.stdout == f'{{"n":{len(AFTER_RUN_2)}}}\n'
-    # The first statement Spark refuses is said once, in one line: before, a Python traceback,
-    # after PySpark's JSON line with the JVM's stack trace. What came before it was printed.
+    # The first statement Spark refuses is said once, in one line: no Python traceback, no JSON
+    # line with the JVM's stack trace. What came before it was printed.
     queried = _cli(lakehouse, "sql", "--engine", "spark", "--format", "json",
                    f"SELECT * FROM gold.analyst_counts {ORDER}; SELECT * FROM gold.event_counts_5min")
     assert queried.returncode == 1

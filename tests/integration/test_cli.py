@@ -54,8 +54,8 @@ def test_an_unknown_trigger_is_refused_before_spark_starts(
 
 
 def test_a_session_spark_cannot_start_ends_in_one_line_not_a_traceback(tmp_path: Path) -> None:
-    """A setting only the JVM judges (here a heap size it cannot read): before, a Python traceback
-    through PySpark's gateway. Now medallion's one line, exit status 1; the traceback with -v."""
+    """A setting only the JVM judges (here a heap size it cannot read): medallion's one line, exit
+    status 1, no Python traceback through PySpark's gateway; the traceback with -v."""
     conf = copy_base_conf(tmp_path / "conf")
     (conf / "local.yaml").write_text("spark:\n  conf:\n    spark.driver.memory: lots\n",
                                      encoding="utf-8")

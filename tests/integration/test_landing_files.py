@@ -95,8 +95,8 @@ def test_lines_that_are_not_utf8_are_kept_in_bronze_and_quarantined_readably(
               DeltaTable(SILVER_EVENTS.path(settings)).to_pyarrow_dataset().to_table().to_pylist()}
     assert silver == {"bom-1": "u0001", "utf8-1": "caf\u00e9", "crlf-1": "u0002"}
 
-    # Read with delta-rs and pyarrow, as an analyst would: before, the quarantine held the bytes
-    # as they arrived in a string column, and turning them into Python strings failed.
+    # Read with delta-rs and pyarrow, as an analyst would: the quarantine's string columns hold
+    # text Python can decode, not the bytes as they arrived.
     quarantine = {(r["raw"], tuple(r["reasons"]), r["event_id"]) for r in
                   DeltaTable(SILVER_QUARANTINE.path(settings)).to_pyarrow_dataset().to_table()
                   .to_pylist()}
@@ -432,8 +432,8 @@ DECLARED = {**{t: "number" for t in ("TINYINT", "INT", "BIGINT", "FLOAT", "DOUBL
 def test_the_footer_check_refuses_what_spark_s_reader_cannot_read_within_a_kind(
         spark: SparkSession, tmp_path: Path) -> None:
     """Bronze's footer check and `medallion land` hold Spark's Parquet reader's conversions (it
-    widens numbers, never narrows them: before, a file's INT64, as pandas writes integers, failed
-    the batch of a column declared INT, and every run after it). Within a kind of value they
+    widens numbers, never narrows them: a file's INT64, as pandas writes integers, is refused
+    before the batch of a column declared INT, not inside it). Within a kind of value they
     must refuse exactly what this Spark's reader refuses; across kinds, even what it reads (a
     DATE as a number of days in an INT)."""
     heads = FileHeads(spark, str(tmp_path))

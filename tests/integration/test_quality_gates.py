@@ -202,8 +202,8 @@ def test_fail_commits_nothing_and_the_rerun_after_the_fix_commits_once(
     assert "'amount_at_most'" in message and "1 of 4 rows unexpected (e.g. 5000.0)" in message
     for bar in ("Calculating Metrics", "it/s]", "[Stage "):
         assert bar not in done.stderr + done.stdout
-    # Said once, in medallion's words: before, py4j's traceback of the batch function and the
-    # JVM's stack traces of the failed query followed the warning (about 90 lines; -v shows them).
+    # Said once, in medallion's words: not followed by py4j's traceback of the batch function and
+    # the JVM's stack traces of the failed query (about 90 lines; -v shows them).
     noise = [line for line in done.stderr.splitlines() if line.strip() and not re.match(
         r"\d{4}-\d\d-\d\d [\d:,]+ WARNING medallion[.\w]*: |medallion: failed: ", line)]
     assert noise == [], done.stderr[-3000:]
