@@ -270,6 +270,14 @@ def _quality(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace, settings: Settings) -> int:
+    from medallion.ops.plan import EXIT_NEEDS_REFRESH, Verdict, collect_plan, format_plan, plan_json
+
+    plans = collect_plan(settings)  # delta-rs and the checkpoints' files: no Spark
+    print(plan_json(plans) if args.format == "json" else format_plan(plans))
+    return EXIT_NEEDS_REFRESH if any(p.verdict is Verdict.NEEDS_REFRESH for p in plans) else 0
+
+
 def _land(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
@@ -444,6 +452,6 @@ def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
 
 
 COMMANDS = {"run": _run, "produce": _produce, "generate": _generate, "sql": _sql, "show": _show,
-            "quality": _quality, "thrift": _thrift, "land": _land, "infra": _infra,
+            "quality": _quality, "plan": _plan, "thrift": _thrift, "land": _land, "infra": _infra,
             "status": _status, "maintain": _maintain, "submit-cmd": _submit_cmd,
             "backfill": _backfill, "report": _report}

@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "pipelines", add_help=False,
         help="check the pipeline definitions (conf/pipelines) and print their graphs; no Spark")
+    plan = commands.add_parser(
+        "plan", parents=[common],
+        help="what the next run does with each declared table: new, unchanged, carries on, or "
+             "needs a full refresh (exit 4); no Spark")
+    plan.add_argument("--format", choices=["text", "json"], default="text")
     commands.add_parser("status", parents=[common],
                         help="per table: last version and commit, rows, processing lag, data age, "
                              "state, last run")

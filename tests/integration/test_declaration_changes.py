@@ -88,6 +88,19 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     _land(landing, "2026-03-03.csv", "o20,1,s1,p1,2,10.00,2026-03-03,09:00:00",
           "o20,2,s1,p2,1,5.50,2026-03-03,09:10:00")
     changed = _settings(conf, landing, lakehouse)
+    # `medallion plan` says it before any run, from the logs and checkpoints (no Spark session).
+    paths = ["--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    capsys.readouterr()
+    assert main(["plan", *paths]) == 4
+    planned = capsys.readouterr().out
+    for said in ("silver/order_lines             carries on",
+                 "column unit_cents added (rows written before hold null)",
+                 "gold/category_revenue_1h       needs a full refresh",
+                 'state: window.size: "1 hour" -> "2 hours"',
+                 'state: aggregates.top_price added ("max(unit_price)")',
+                 "run: medallion backfill gold/category_revenue_1h --full-refresh",
+                 "gold/store_sessions            unchanged"):
+        assert said in planned, planned
     with pytest.raises(RunIncomplete) as refused:
         run_pipeline(spark, changed, RunTarget.ALL, Trigger(), monitor=False)
     message = str(refused.value)
@@ -104,7 +117,6 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     assert cents == {**{key: None for key in first_lines}, ("o20", 1): 1000, ("o20", 2): 550}
 
     # `show` prints every gold table as it is, the one whose declaration is ahead of it too.
-    paths = ["--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
     capsys.readouterr()
     assert main(["show", *paths]) == 0
     shown = capsys.readouterr()

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from medallion.io.sinks.evolution import _differences, schema_changes, state_definition
+from medallion.io.sinks.evolution import differences, schema_changes, state_definition
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import GoldSpec, JoinSpec, TableDoc, WindowSpec
 from tests.conftest import REPO
@@ -28,7 +28,7 @@ def _gold(name: str) -> GoldSpec:
 
 
 def _changed(before: GoldSpec, after: GoldSpec) -> list[str]:
-    return _differences(state_definition(before), state_definition(after))
+    return differences(state_definition(before), state_definition(after))
 
 
 def test_a_window_group_or_aggregate_change_is_named_and_what_applies_to_new_rows_is_not() -> None:

@@ -225,7 +225,7 @@ def state_definition(gold: GoldSpec) -> dict[str, Any]:
     return definition
 
 
-def _differences(before: Any, now: Any, where: str = "") -> list[str]:
+def differences(before: Any, now: Any, where: str = "") -> list[str]:
     """Each place two definitions differ, as ``key: before -> now``."""
     if isinstance(before, dict) and isinstance(now, dict):
         found = []
@@ -236,7 +236,7 @@ def _differences(before: Any, now: Any, where: str = "") -> list[str]:
             elif key not in before:
                 found.append(f"{inner} added ({json.dumps(now[key])})")
             else:
-                found += _differences(before[key], now[key], inner)
+                found += differences(before[key], now[key], inner)
         return found
     return [] if before == now else [f"{where}: {json.dumps(before)} -> {json.dumps(now)}"]
 
@@ -255,7 +255,7 @@ def check_declared_state(spark: SparkSession, table: str, checkpoint: str,
     if recorded != definition:
         raise DeclarationChanged(
             table, "its declaration changed since its query's state was written: "
-            f"{'; '.join(_differences(recorded, definition))}. The windows and groups "
+            f"{'; '.join(differences(recorded, definition))}. The windows and groups "
             "(or the join) it holds were made by the declaration before: carrying on from "
             "them would mix both in the table, and Spark refuses a state of another shape. "
             f"{recompute_advice(table)}")

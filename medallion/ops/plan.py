@@ -1,0 +1,156 @@
+"""``medallion plan``: what the next run will do with each declared table, before it runs.
+
+Each declaration is compared with what the lakehouse holds, without Spark: the table's schema in
+its Delta log (delta-rs) and, for a gold table, the definition its query's state was written with
+(kept beside the state in its checkpoint, :data:`~medallion.io.sinks.evolution.DECLARATION_FILE`).
+The verdicts are the run's own rules (:mod:`medallion.io.sinks.evolution`), applied to the same
+facts: a new table is created; columns a declaration added are added and the table carries on;
+a column dropped or retyped, or a gold table's windows, groups, aggregates or join changed, cannot
+carry on, and the table needs ``medallion backfill <table> --full-refresh``, which rebuilds the
+tables computed from it too. Deciding is pure (:func:`verdict`); reading is at the edges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from pyspark.sql.types import StructField, StructType
+
+from medallion.io.deltaread import DeltaReader
+from medallion.io.s3 import is_s3, parse_s3, s3_client
+from medallion.io.sinks.evolution import (
+    DECLARATION_FILE,
+    differences,
+    recompute_advice,
+    schema_changes,
+    state_definition,
+)
+from medallion.io.sources.files import spark_type
+from medallion.ops.backfill import downstream
+from medallion.pipeline.spec import TableDecl
+from medallion.project import Settings, declared_tables
+
+EXIT_NEEDS_REFRESH = 4  # a table cannot carry on: CI can refuse the change
+
+
+class Verdict(str, Enum):
+    """What the next run does with a table."""
+
+    NEW = "new"  # created by the next run that has input for it
+    UNCHANGED = "unchanged"
+    CARRIES_ON = "carries on"  # changed in a way the table and its state can take
+    NEEDS_REFRESH = "needs a full refresh"  # the run refuses it until it is rebuilt
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """A table's verdict, what changed, and for a refresh the command and what it rebuilds."""
+
+    table: str
+    verdict: Verdict
+    changes: tuple[str, ...] = ()
+    command: str | None = None
+    rebuilds: tuple[str, ...] = field(default_factory=tuple)
+
+
+def declared_schema(decl: TableDecl) -> StructType:
+    """A declared table's schema as Spark types, built without a JVM."""
+    return StructType([StructField(f.name, spark_type(f.type)) for f in decl.fields])
+
+
+def verdict(table: str, declared: StructType, held: StructType | None,
+            state_recorded: dict[str, Any] | None, state_declared: dict[str, Any] | None,
+            rebuilds: Sequence[str] = ()) -> TablePlan:
+    """The run's rules on one table: ``held`` its schema (None: no table yet);
+    ``state_recorded``/``state_declared`` the definition its state was written with and the one
+    declared now (gold tables; None: no state recorded, or not a gold table)."""
+    if held is None:
+        return TablePlan(table, Verdict.NEW)
+    added, refused = schema_changes(declared, held)
+    if state_recorded is not None and state_declared is not None:
+        refused += [f"state: {change}" for change in differences(state_recorded, state_declared)]
+    if refused:
+        return TablePlan(table, Verdict.NEEDS_REFRESH, tuple(refused),
+                         f"medallion backfill {table} --full-refresh", tuple(rebuilds))
+    if added:
+        return TablePlan(table, Verdict.CARRIES_ON, tuple(
+            f"column {'.'.join((*column.parent, column.field.name))} added (rows written before "
+            "hold null)" for column in added))
+    return TablePlan(table, Verdict.UNCHANGED)
+
+
+def _read_text(settings: Settings, path: str) -> str | None:
+    """A small file of the lakehouse (local or S3), or None when there is none."""
+    if is_s3(path):
+        where = parse_s3(path)
+        client = s3_client(settings.s3)
+        try:
+            body = client.get_object(Bucket=where.bucket, Key=where.prefix)["Body"]
+        except client.exceptions.NoSuchKey:
+            return None
+        text: str = body.read().decode("utf-8")
+        return text
+    local = path.removeprefix("file:")
+    try:
+        with open(local, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _recorded_state(settings: Settings, key: str) -> dict[str, Any] | None:
+    text = _read_text(settings, f"{settings.checkpoint_path(key)}/{DECLARATION_FILE}")
+    if text is None:
+        return None
+    try:
+        recorded: dict[str, Any] = json.loads(text)
+    except ValueError:
+        return None  # a write killed half-way: the run records the current one
+    return recorded
+
+
+def collect_plan(settings: Settings) -> list[TablePlan]:
+    """The verdict of every declared table, in the pipelines' order."""
+    house = DeltaReader(settings)
+    golds = {f"gold/{gold.name}": gold for pipeline in settings.pipelines for gold in pipeline.gold}
+    feeds = downstream(settings)
+    plans = []
+    for key, decl in declared_tables(settings.pipelines).items():
+        layer, _, name = key.partition("/")
+        table = house.open(settings.table_path(layer, name), key)
+        held = None if table is None else StructType.fromJson(json.loads(table.schema().to_json()))
+        gold = golds.get(key)
+        recorded = _recorded_state(settings, key) if gold is not None and table is not None \
+            else None
+        plans.append(verdict(key, declared_schema(decl), held, recorded,
+                             state_definition(gold) if gold is not None else None,
+                             [spec.key for spec in feeds.get(key, ())]))
+    return plans
+
+
+def format_plan(plans: Sequence[TablePlan]) -> str:
+    """One line per table, then what changed and, for a refresh, the command and what it
+    rebuilds; a last line counting the verdicts."""
+    width = max((len(p.table) for p in plans), default=5)
+    lines = []
+    for plan in plans:
+        lines.append(f"{plan.table.ljust(width)}  {plan.verdict.value}")
+        lines += [f"{' ' * width}    {change}" for change in plan.changes]
+        if plan.command:
+            also = f" (rebuilds {', '.join(plan.rebuilds)} too)" if plan.rebuilds else ""
+            lines.append(f"{' ' * width}    run: {plan.command}{also}; or put the declaration back")
+    counts = {v: sum(p.verdict is v for p in plans) for v in Verdict}
+    lines.append("plan: " + ", ".join(f"{n} {v.value}" for v, n in counts.items() if n))
+    return "\n".join(lines)
+
+
+def plan_json(plans: Sequence[TablePlan]) -> str:
+    """The plan for tools: one JSON document."""
+    return json.dumps({"tables": [{**asdict(p), "verdict": p.verdict.value} for p in plans],
+                       "needs_refresh": any(p.verdict is Verdict.NEEDS_REFRESH for p in plans),
+                       "advice": {p.table: recompute_advice(p.table) for p in plans
+                                  if p.verdict is Verdict.NEEDS_REFRESH}}, indent=1)

@@ -1,0 +1,100 @@
+"""``medallion plan``'s verdicts, decided without Spark from a table's schema and the definition
+its state was written with; and the command on tables delta-rs wrote, in this process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from pyspark.sql.types import (
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from medallion.cli.main import main
+from medallion.io.sinks.evolution import DECLARATION_FILE
+from medallion.ops.plan import Verdict, verdict
+from tests.conftest import REPO, make_settings
+
+HELD = StructType([StructField("window_start", TimestampType()),
+                   StructField("category", StringType()), StructField("lines", LongType())])
+STATE = {"input": "silver/order_lines", "mode": "update",
+         "window": {"kind": "sliding", "column": "ordered_at", "size": "1 hour",
+                    "slide": "30 minutes"},
+         "group_by": ["category"], "aggregates": {"lines": "count(*)"}}
+
+
+def test_a_table_not_made_yet_is_new_and_the_same_schema_is_unchanged() -> None:
+    assert verdict("gold/x", HELD, None, None, None).verdict is Verdict.NEW
+    assert verdict("gold/x", HELD, HELD, STATE, STATE).verdict is Verdict.UNCHANGED
+
+
+def test_an_added_column_carries_on_and_says_so() -> None:
+    declared = StructType([*HELD.fields, StructField("unit_cents", LongType())])
+    plan = verdict("silver/x", declared, HELD, None, None)
+    assert plan.verdict is Verdict.CARRIES_ON
+    assert plan.changes == ("column unit_cents added (rows written before hold null)",)
+
+
+@pytest.mark.parametrize(("declared", "state", "said"), [
+    (StructType([HELD.fields[0], HELD.fields[1], StructField("lines", IntegerType())]), STATE,
+     "column lines is BIGINT in the table and INT in the declaration"),
+    (StructType(HELD.fields[:2]), STATE,
+     "the table has column lines, which the declaration no longer has"),
+    (HELD, {**STATE, "window": {**STATE["window"], "size": "2 hours"}},
+     'state: window.size: "1 hour" -> "2 hours"'),
+    (StructType([*HELD.fields, StructField("top", DecimalType(10, 2))]),
+     {**STATE, "aggregates": {"lines": "count(*)", "top": "max(unit_price)"}},
+     'state: aggregates.top added ("max(unit_price)")'),
+])
+def test_what_the_run_refuses_needs_a_full_refresh_with_its_command(
+        declared: StructType, state: dict, said: str) -> None:
+    plan = verdict("gold/x", declared, HELD, STATE, state, ["gold/y"])
+    assert plan.verdict is Verdict.NEEDS_REFRESH
+    assert said in plan.changes
+    assert plan.command == "medallion backfill gold/x --full-refresh"
+    assert plan.rebuilds == ("gold/y",)
+
+
+def test_the_command_reads_the_lakehouse_without_spark_and_exits_4_for_a_refresh(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path)
+    # gold/event_counts_5m as declared, but its state written with 10-minute windows
+    write_deltalake(settings.table_path("gold", "event_counts_5m"), pa.table({
+        "window_start": pa.array([], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([], pa.timestamp("us", tz="UTC")),
+        "event_type": pa.array([], pa.string()), "event_count": pa.array([], pa.int64()),
+        "total_amount": pa.array([], pa.decimal128(28, 4))}))
+    checkpoint = Path(settings.checkpoint_path("gold/event_counts_5m"))
+    checkpoint.mkdir(parents=True)
+    (checkpoint / DECLARATION_FILE).write_text(json.dumps({
+        "input": "silver/events", "mode": "update",
+        "window": {"kind": "tumbling", "column": "timestamp", "size": "10 minutes"},
+        "group_by": ["event_type"],
+        "aggregates": {"event_count": "count(*)", "total_amount": "sum(amount)"}}))
+    # silver/events without its last declared column
+    write_deltalake(settings.table_path("silver", "events"), pa.table({
+        "event_id": pa.array([], pa.string())}))
+    paths = ["--conf-dir", str(REPO / "conf"), "--landing", settings.paths.landing,
+             "--lakehouse", settings.paths.lakehouse]
+    assert main(["plan", *paths]) == 4
+    out = capsys.readouterr().out
+    assert 'gold/event_counts_5m' in out and 'state: window.size: "10 minutes" -> "5 minutes"' in out
+    assert "run: medallion backfill gold/event_counts_5m --full-refresh" in out
+    assert "silver/events" in out and "column user_id added (rows written before hold null)" in out
+    assert out.splitlines()[-1].startswith("plan: ")
+    assert main(["plan", "--format", "json", *paths]) == 4
+    document = json.loads(capsys.readouterr().out)
+    by_table = {t["table"]: t for t in document["tables"]}
+    assert by_table["gold/event_counts_5m"]["verdict"] == "needs a full refresh"
+    assert by_table["silver/events"]["verdict"] == "carries on"
+    assert by_table["gold/user_sessions"]["verdict"] == "new"
+    assert document["needs_refresh"] is True
