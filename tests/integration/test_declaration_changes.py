@@ -85,6 +85,14 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
 
     # A new column in silver, and the hourly table's windows and aggregates changed.
     _edit(pipeline, UNIT_CENTS, TWO_HOURS, TOP_PRICE)
+    # With no new data at all, the run refuses the changed gold table all the same, at once.
+    with pytest.raises(RunIncomplete) as idle:
+        run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
+                     monitor=False)
+    assert idle.value.table == "gold/category_revenue_1h", str(idle.value)
+    assert 'window.size: "1 hour" -> "2 hours"' in str(idle.value)
+    assert {run.table: run.note for run in idle.value.runs}["gold/category_revenue_1h"] == \
+        "not run: its declaration changed"
     _land(landing, "2026-03-03.csv", "o20,1,s1,p1,2,10.00,2026-03-03,09:00:00",
           "o20,2,s1,p2,1,5.50,2026-03-03,09:10:00")
     changed = _settings(conf, landing, lakehouse)

@@ -49,7 +49,11 @@ from medallion.io.sinks.delta import (
     upsert_batch,
     with_trigger,
 )
-from medallion.io.sinks.evolution import keep_declared_state, state_definition
+from medallion.io.sinks.evolution import (
+    check_declared_state,
+    keep_declared_state,
+    state_definition,
+)
 from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 from medallion.pipeline.graph import stages
@@ -182,8 +186,13 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Go
     if any(newest_table_version(spark, table.path(settings)) < 0 for table in gold.inputs):
         return False  # an input has never been written
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
-    return not skippable(spark, trigger, gold.spec.path(settings), gold.spec.checkpoint(settings),
-                         inputs)
+    checkpoint = gold.spec.checkpoint(settings)
+    if skippable(spark, trigger, gold.spec.path(settings), checkpoint, inputs):
+        # Nothing new, but a declaration its state cannot carry on from is refused at this run,
+        # not at the next one that has data (DeclarationChanged: the other queries go on).
+        check_declared_state(spark, gold.spec.key, checkpoint, state_definition(gold.gold))
+        return False
+    return True
 
 
 def flow_tables(settings: Settings, gold: GoldFlow) -> list[TableToMake]:
