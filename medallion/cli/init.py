@@ -18,6 +18,8 @@ from typing import Any
 
 from medallion.config.load import default_conf_dir
 from medallion.config.model import DEFAULT_ENV
+from medallion.io.sinks.evolution import ddl_type
+from medallion.io.sources.files import arrow_columns
 from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.scaffold import Samples, ScaffoldError, render
 from medallion.pipeline.validate import check_pipelines
@@ -98,8 +100,9 @@ def read_samples(paths: Sequence[Path]) -> Samples:
                 import pyarrow.parquet as pq
 
                 table = pq.read_table(path).slice(0, ROWS)
+                for name, kind in parquet_types(table.schema).items():
+                    types.setdefault(name, kind)
                 for column in table.schema:
-                    types.setdefault(column.name, spark_type(column.type))
                     fields.setdefault(column.name)
                     values.setdefault(column.name, []).extend(table.column(column.name).to_pylist())
         except (OSError, UnicodeDecodeError) as exc:
@@ -107,29 +110,12 @@ def read_samples(paths: Sequence[Path]) -> Samples:
     return Samples(fmt, tuple(fields), values, types, tuple(a for a in arrays if a not in fields))
 
 
-def spark_type(arrow: Any) -> str:
-    """The Spark SQL type of a Parquet column as pyarrow reads it."""
-    import pyarrow as pa
-
-    simple = [(pa.types.is_boolean, "BOOLEAN"), (pa.types.is_int8, "TINYINT"),
-              (pa.types.is_int16, "SMALLINT"), (pa.types.is_int32, "INT"),
-              (pa.types.is_int64, "BIGINT"), (pa.types.is_float32, "FLOAT"),
-              (pa.types.is_float64, "DOUBLE"), (pa.types.is_date32, "DATE"),
-              (pa.types.is_timestamp, "TIMESTAMP"), (pa.types.is_string, "STRING"),
-              (pa.types.is_large_string, "STRING"), (pa.types.is_binary, "BINARY")]
-    for test, name in simple:
-        if test(arrow):
-            return name
-    if pa.types.is_decimal(arrow):
-        return f"DECIMAL({arrow.precision},{arrow.scale})"
-    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
-        return f"ARRAY<{spark_type(arrow.value_type)}>"
-    if pa.types.is_map(arrow):
-        return f"MAP<{spark_type(arrow.key_type)},{spark_type(arrow.item_type)}>"
-    if pa.types.is_struct(arrow):
-        return "STRUCT<" + ",".join(f"{arrow.field(i).name}:{spark_type(arrow.field(i).type)}"
-                                    for i in range(arrow.num_fields)) + ">"
-    raise ScaffoldError(f"a Parquet column of type {arrow} has no Spark type here")
+def parquet_types(schema: Any) -> dict[str, str]:
+    """A Parquet sample's columns as Spark SQL types, converted as the run converts them."""
+    columns, unknown = arrow_columns(schema)
+    if unknown:
+        raise ScaffoldError(f"Parquet column(s) {', '.join(sorted(unknown))} have no Spark type")
+    return {f.name: ddl_type(f.dataType) for f in columns.fields}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -126,15 +126,13 @@ def behind(commits: Iterable[datetime], caught_up: datetime | None, now: datetim
     return (now - min(waiting)).total_seconds() if waiting else 0.0
 
 
-def _commits_since(house: DeltaReader, path: str, key: str, since: datetime | None,
-                   limit: int = 100) -> list[datetime]:
-    """The commit times of the table at ``path`` after ``since`` (its newest ``limit`` ones)."""
+def _commit_times(house: DeltaReader, path: str, key: str, limit: int = 100) -> list[datetime]:
+    """The commit times of the table at ``path`` (its newest ``limit`` ones)."""
     table = house.open(path, key)
-    if table is None or since is None:
+    if table is None:
         return []
-    times = [datetime.fromtimestamp(entry["timestamp"] / 1000, timezone.utc)
-             for entry in table.history(limit) if entry.get("timestamp") is not None]
-    return [moment for moment in times if moment > since]
+    return [datetime.fromtimestamp(entry["timestamp"] / 1000, timezone.utc)
+            for entry in table.history(limit) if entry.get("timestamp") is not None]
 
 
 def _latest(house: DeltaReader, spec: TableSpec, key: str, order: str, columns: Sequence[str]
@@ -153,6 +151,7 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
     outcomes = _latest(house, RUN_OUTCOMES, "table", "finished_at",
                        ["succeeded", "error", "started_at"])
     inputs = stream_inputs(settings)
+    commits: dict[str, list[datetime]] = {}
     result = []
     # The column holding each table's newest event time: event time where the table has one,
     # otherwise when its rows arrived (derived from the declarations).
@@ -172,9 +171,13 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
                  state.get("batch_timestamp")]
         caught_up = max((m for m in marks if m is not None), default=None)
         waiting = None
-        if spec.key in inputs:
-            waiting = behind([moment for key in inputs[spec.key] for moment in _commits_since(
-                house, settings.table_path(*key.split("/", 1)), key, caught_up)], caught_up, now)
+        if spec.key in inputs and caught_up is not None:  # each input's history read once
+            for key in inputs[spec.key]:
+                if key not in commits:
+                    commits[key] = _commit_times(house, settings.table_path(*key.split("/", 1)),
+                                                 key)
+            waiting = behind([moment for key in inputs[spec.key] for moment in commits[key]],
+                             caught_up, now)
         result.append(TableStatus(
             table=spec.key, exists=True, version=facts.version, committed_at=facts.committed_at,
             rows=facts.rows, newest_event=newest,

@@ -91,7 +91,7 @@ class AddedColumn:
     def ddl(self) -> str:
         """The column as ``ALTER TABLE ... ADD COLUMNS`` takes it, with its comment and place."""
         path = ".".join(_quoted(part) for part in (*self.parent, self.field.name))
-        text = f"{path} {_ddl_type(self.field.dataType)}"
+        text = f"{path} {ddl_type(self.field.dataType)}"
         comment = self.field.metadata.get("comment")
         if comment:
             text += " COMMENT '" + comment.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -141,19 +141,19 @@ def _type_changes(declared: DataType, held: DataType, path: tuple[str, ...],
           and _plain(declared.keyType) == _plain(held.keyType)):
         _type_changes(declared.valueType, held.valueType, (*path, "value"), added, refused)
     elif _plain(held) != _plain(declared):
-        refused.append(f"column {'.'.join(path)} is {_ddl_type(held)} in the table and "
-                       f"{_ddl_type(declared)} in the declaration")
+        refused.append(f"column {'.'.join(path)} is {ddl_type(held)} in the table and "
+                       f"{ddl_type(declared)} in the declaration")
 
 
-def _ddl_type(data_type: DataType) -> str:
+def ddl_type(data_type: DataType) -> str:
     """A type as DDL, struct field names quoted (``simpleString`` leaves them bare)."""
     if isinstance(data_type, StructType):
-        return "STRUCT<" + ", ".join(f"{_quoted(f.name)}: {_ddl_type(f.dataType)}"
+        return "STRUCT<" + ", ".join(f"{_quoted(f.name)}: {ddl_type(f.dataType)}"
                                      for f in data_type.fields) + ">"
     if isinstance(data_type, ArrayType):
-        return f"ARRAY<{_ddl_type(data_type.elementType)}>"
+        return f"ARRAY<{ddl_type(data_type.elementType)}>"
     if isinstance(data_type, MapType):
-        return f"MAP<{_ddl_type(data_type.keyType)}, {_ddl_type(data_type.valueType)}>"
+        return f"MAP<{ddl_type(data_type.keyType)}, {ddl_type(data_type.valueType)}>"
     return data_type.simpleString().upper()
 
 
