@@ -75,8 +75,11 @@ def parse(line: str) -> Event | None:
         if isinstance(amount, bool) or not isinstance(amount, int | float):
             return None
         try:
-            amount = Decimal(str(amount)).quantize(Decimal("0.0001"))
+            exact = Decimal(str(amount))
+            amount = exact.quantize(Decimal("0.0001"))
         except InvalidOperation:
+            return None
+        if amount != exact:  # a fifth decimal place does not fit DECIMAL(18,4)
             return None
         if amount < 0 or amount > MAX_AMOUNT:
             return None

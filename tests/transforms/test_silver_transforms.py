@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from medallion.engine.silver.compile import BatchTimes, batch_counts, compile_silver, latest_rows
-from medallion.engine.silver.parse import Transform
+from medallion.engine.silver.parse import Transform, decimal_places
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.validate import validate
 from tests.conftest import REPO
@@ -195,7 +195,21 @@ def test_amount_rules(spark: SparkSession) -> None:
     assert reasons_of(spark, base % '"12.50"') == ["invalid_amount"]  # a string, not a number
     assert reasons_of(spark, base % "true") == ["invalid_amount"]
     assert reasons_of(spark, base % "1e40") == ["invalid_amount"]  # beyond DECIMAL(18,4)
+    # a fifth decimal place does not fit DECIMAL(18,4): never rounded away
+    assert reasons_of(spark, base % "12.34567") == ["invalid_amount"]
+    assert reasons_of(spark, base % "1.5e-5") == ["invalid_amount"]
+    assert reasons_of(spark, base % "12.345600") == []  # trailing zeros are no decimal places
+    assert reasons_of(spark, base % "1.2345e2") == []  # 123.45
     assert reasons_of(spark, base % "-0.01") == ["negative_amount"]
+
+
+def test_decimal_places_counts_what_a_number_needs_to_be_held_exactly(spark: SparkSession) -> None:
+    texts = {"517": 0, "517.0": 0, "-1.2300": 2, "+.5": 1, "12.": 0, " 7.25 ": 2, "1.5E-3": 4,
+             "1.0E-30": 30, "1.0E12": 0, "1200E-2": 0, "1200E-3": 1, "10.5e-1": 2, "0E-5": 0,
+             "0.000000100": 7, "abc": None, "1.2.3": None, "": None, "+": None, ".": None, "-.e5": None, "NaN": None, "Infinity": None}
+    rows = spark.createDataFrame([(t,) for t in texts], "t STRING").select(
+        "t", decimal_places(F.col("t")).alias("places")).collect()
+    assert {r["t"]: r["places"] for r in rows} == texts
 
 
 def test_quarantine_keeps_the_raw_line_and_the_id_when_there_is_one(spark: SparkSession) -> None:
@@ -496,6 +510,8 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
         "number-in-text-array": {**good, "flags": ["a", 1]},
         "text-in-int-map": {**good, "attrs": {"fw": "2"}},
         "int-map-overflow": {**good, "attrs": {"fw": 2**40}},
+        "half-in-int-map": {**good, "attrs": {"fw": 2.5}},
+        "whole-float-in-int-map": {**good, "attrs": {"fw": 2.0}},
         "text-in-double-field": {**good, "position": {"lat": "north"}},
         "number-in-boolean-array-in-struct": {**good, "position": {"tags": [True, 0]}},
         "text-for-array": {**good, "flags": "a,b"},
@@ -509,7 +525,8 @@ def test_a_value_inside_an_array_map_or_struct_converts_as_strictly_as_a_column(
     assert {r["id"]: list(r["reasons"]) for r in rows} == {
         "good": [], "absent-and-null-inside": [],
         "number-in-text-array": ["invalid_flags"], "text-in-int-map": ["invalid_attrs"],
-        "int-map-overflow": ["invalid_attrs"], "text-in-double-field": ["invalid_position"],
+        "int-map-overflow": ["invalid_attrs"], "half-in-int-map": ["invalid_attrs"],
+        "whole-float-in-int-map": [], "text-in-double-field": ["invalid_position"],
         "number-in-boolean-array-in-struct": ["invalid_position"],
         "text-for-array": ["invalid_flags"],
         "number-for-time-in-struct": ["invalid_position"],
@@ -676,6 +693,7 @@ silver:
       dep_time: {type: INT, expr: "try_cast(dep AS DOUBLE)"}
       arr_time: {type: INT, source: arr}
       fare: {type: "DECIMAL(18,4)", source: fare}
+      fare_rounded: {type: "DECIMAL(18,2)", expr: "round(fare, 2)"}
     dedup: {key: [id]}
 """
 
@@ -684,13 +702,15 @@ def test_a_number_that_is_not_whole_is_no_integer_whether_typed_or_computed(
         spark: SparkSession, tmp_path: Path) -> None:
     """An INT exported as a float (``517.0``, as pandas writes an integer column with nulls) is
     that INT; ``830.5`` is no INT, from an expression or from a typed field: its row is
-    quarantined with the column's reason, never stored truncated. A DECIMAL rounds to its scale."""
+    quarantined with the column's reason, never stored truncated. So is a number with more decimal
+    places than a DECIMAL's scale: never stored rounded."""
     parse = declared_parse(tmp_path, DELAYS)
     flights = {
         "whole": ("517.0", 1201.0, 19.99),
         "half-dep": ("830.5", 1201.0, 19.99),
         "half-arr": ("517", 1201.5, 19.99),
         "fine-fare": ("517", 1201.0, 0.12345),
+        "fare-at-scale": ("517", 1201.0, 0.1234),
         "huge": ("1e12", 1e12, 19.99),
         "no-dep": (None, 1201.0, None),
     }
@@ -703,10 +723,16 @@ def test_a_number_that_is_not_whole_is_no_integer_whether_typed_or_computed(
         "whole": (517, 1201, Decimal("19.9900"), []),
         "half-dep": (None, 1201, Decimal("19.9900"), ["invalid_dep_time"]),
         "half-arr": (517, None, Decimal("19.9900"), ["invalid_arr_time"]),
-        "fine-fare": (517, 1201, Decimal("0.1235"), []),
+        "fine-fare": (517, 1201, None, ["invalid_fare"]),
+        "fare-at-scale": (517, 1201, Decimal("0.1234"), []),
         "huge": (None, None, Decimal("19.9900"), ["invalid_dep_time", "invalid_arr_time"]),
         "no-dep": (None, 1201, None, []),
     }
+    # rounding, declared in the expression, is what the column holds
+    assert {r["id"]: r["fare_rounded"] for r in rows} == {
+        "whole": Decimal("19.99"), "half-dep": Decimal("19.99"), "half-arr": Decimal("19.99"),
+        "fine-fare": Decimal("0.12"), "fare-at-scale": Decimal("0.12"), "huge": Decimal("19.99"),
+        "no-dep": None}
 
 
 SEATS = """

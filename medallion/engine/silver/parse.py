@@ -123,6 +123,8 @@ def _from_text(text: Column, column: ColumnSpec) -> Column:
         return value.cast("date") if kind.name == "DATE" else value.cast(str(kind))
     if kind.is_string:
         return text
+    if kind.is_decimal:
+        return exact_only(F.trim(text).try_cast(str(kind)), F.trim(text), kind)
     if kind.is_numeric or kind.name == "BOOLEAN":
         return F.trim(text).try_cast(str(kind))
     return text.try_cast(str(kind))
@@ -153,9 +155,9 @@ def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
     elif kind.is_timestamp or kind.name == "DATE":  # text, read with the column's format, zone
         value = _from_text(F.when(fits, F.try_variant_get(raw, "$", "string")), column)
     else:
-        value = F.when(fits, whole_only(F.try_variant_get(raw, "$", "string" if kind.is_string
+        value = F.when(fits, exact_only(F.try_variant_get(raw, "$", "string" if kind.is_string
                                                           else str(kind)),
-                                        F.try_variant_get(raw, "$", "double"), kind))
+                                        F.try_variant_get(raw, "$", "string"), kind))
     return value, _absent(json_type)
 
 
@@ -170,7 +172,8 @@ def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
     lost = converted.isNull()
     fits = _json_type_fits(kind, json_type)
     if fits is not None:
-        lost = lost | ~fits
+        lost = lost | ~fits | exact_only(F.lit(True), F.try_variant_get(raw, "$", "string"),
+                                         kind).isNull()
     elif kind.name == "STRUCT":
         for name, field_kind in zip(kind.fields, kind.args, strict=True):
             inner = F.try_variant_get(raw, "$['" + name.replace("'", "\\'") + "']", "variant")
@@ -187,14 +190,40 @@ def _lost_inside(raw: Column, converted: Column, kind: SqlType) -> Column:
     return present & F.coalesce(lost, F.lit(True))
 
 
-def whole_only(value: Column, number: Column, target: SqlType) -> Column:
-    """``value``, ``number`` converted to ``target``; for an integer type, null (an invalid value)
-    where ``number`` is not whole. Spark's conversion of 830.5 to an INT is 830, without a word: the
-    row is quarantined instead of stored changed. (A DECIMAL rounds to its declared scale.)"""
-    if target.name not in INTEGRAL:
+# A number written out: sign, integer digits, fraction digits (trailing zeros apart), exponent.
+_NUMBER_TEXT = r"^\s*[+-]?(?=\.?\d)(\d*)(?:\.(\d*?)0*)?(?:[eE]([+-]?\d+))?\s*$"
+
+
+def decimal_places(text: Column) -> Column:
+    """How many decimal places the number written in ``text`` needs to be held exactly:
+    ``1.2300`` 2, ``517.0`` 0, ``1.5E-3`` 4, ``1200E-2`` 0; null when ``text`` is not a number
+    written in decimal or scientific notation. Spark writes a DOUBLE, a DECIMAL and a JSON number
+    that way, so the count is exact whatever the number's source."""
+    matched = text.rlike(_NUMBER_TEXT)
+    whole = F.regexp_extract(text, _NUMBER_TEXT, 1)
+    fraction = F.regexp_extract(text, _NUMBER_TEXT, 2)
+    exponent = F.coalesce(F.nullif(F.regexp_extract(text, _NUMBER_TEXT, 3), F.lit(""))
+                          .try_cast("int"), F.lit(0))
+    whole_zeros = F.length(whole) - F.length(F.regexp_replace(whole, "0+$", ""))
+    places = (F.when(F.concat(whole, fraction).rlike("^0*$"), F.lit(0))
+              .when(F.length(fraction) > 0, F.length(fraction) - exponent)
+              .otherwise(-exponent - whole_zeros))
+    return F.when(matched, F.greatest(places, F.lit(0)))
+
+
+def exact_only(value: Column, number: Column, target: SqlType) -> Column:
+    """``value``, ``number`` converted to ``target``; null (an invalid value) where the conversion
+    would change the number: for an integer type, a number that is not whole (Spark's conversion of
+    830.5 to an INT is 830, without a word); for a ``DECIMAL(p,s)``, one with more than ``s``
+    decimal places (Spark rounds 0.12345 to 0.1235 in a DECIMAL(18,4)). The row is quarantined
+    instead of stored changed."""
+    if target.name in INTEGRAL:
+        places = 0
+    elif target.is_decimal:
+        places = target.scale
+    else:
         return value
-    as_double = number.try_cast("double")
-    return F.when(F.floor(as_double) == as_double, value)
+    return F.when(decimal_places(number.try_cast("string")) <= places, value)
 
 
 def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[str, SqlType],
@@ -206,7 +235,7 @@ def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[s
         # Computed from the raw fields beforehand. A null result is an absent value when a raw
         # field it reads is absent, and an invalid one when all of them are there.
         result = F.col(_value_column(column.name))
-        value = whole_only(result.try_cast(str(column.type)), result, column.type
+        value = exact_only(result.try_cast(str(column.type)), result, column.type
                            ) if typed_result else _from_text(result.try_cast("string"), column)
         return value, result.isNull() & F.col(_some_field_absent_column(column.name))
     if silver.parse is ParseMode.JSON:
@@ -216,7 +245,7 @@ def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[s
     source_type = input_types.get(path[0]) if len(path) == 1 else struct_path(
         input_types[path[0]], path[1:])
     if source_type is not None and not source_type.is_string:
-        value = raw if source_type == column.type else whole_only(
+        value = raw if source_type == column.type else exact_only(
             raw.try_cast(str(column.type)), raw, column.type)
     else:
         value = _from_text(raw, column)
