@@ -328,11 +328,11 @@ def _infra(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
-    from medallion.ops.status import collect_status, format_status
+    from medallion.ops.status import collect_status, format_status, needs_attention
 
     statuses = collect_status(settings)  # delta-rs: no Spark
     print(format_status(statuses))
-    return 1 if any(s.last_run_succeeded is False for s in statuses) else 0
+    return 1 if needs_attention(statuses) else 0
 
 
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:

@@ -18,10 +18,11 @@ from typing import Any
 
 from medallion.config.load import default_conf_dir
 from medallion.config.model import DEFAULT_ENV
-from medallion.io.sinks.evolution import ddl_type
 from medallion.io.sources.files import arrow_columns
 from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.evolution import ddl_type
 from medallion.pipeline.scaffold import Samples, ScaffoldError, render
+from medallion.pipeline.types import from_schema_json
 from medallion.pipeline.validate import check_pipelines
 
 ROWS = 1000
@@ -115,7 +116,7 @@ def parquet_types(schema: Any) -> dict[str, str]:
     columns, unknown = arrow_columns(schema)
     if unknown:
         raise ScaffoldError(f"Parquet column(s) {', '.join(sorted(unknown))} have no Spark type")
-    return {f.name: ddl_type(f.dataType) for f in columns.fields}
+    return {f.name: ddl_type(from_schema_json(f.dataType.jsonValue())) for f in columns.fields}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -55,7 +55,7 @@ from medallion.io.catalog import has_entry
 from medallion.io.checkpoints import emitted_watermark
 from medallion.io.hadoopfs import delete_path
 from medallion.io.sinks.delta import ensure_table, guard_checkpoint, with_trigger
-from medallion.io.sinks.evolution import check_declared_state, state_definition
+from medallion.io.sinks.evolution import check_declared_state
 from medallion.io.sources.delta import newest_table_version, read_table
 from medallion.io.sources.files import read_landing
 from medallion.io.tables import (
@@ -66,6 +66,8 @@ from medallion.io.tables import (
     lakehouse_tables,
     quarantine_of,
 )
+from medallion.ops.rebuilds import downstream, silver_tables
+from medallion.pipeline.evolution import state_definition
 from medallion.pipeline.kinds import OutputMode, SourceFormat, WindowKind
 from medallion.pipeline.model import SourceSpec
 from medallion.pipeline.spec import PipelineSpec
@@ -79,64 +81,6 @@ LAYERS = ("bronze", "silver", "gold")
 def gold_group(settings: Settings) -> tuple[TableSpec, ...]:
     """Every declared gold table and its quarantine (rows its gate dropped, written by its query)."""
     return tuple(s for flow in gold_flows(settings) for s in (flow.spec, quarantine_of(flow.spec)))
-
-
-def _writes(settings: Settings) -> list[tuple[tuple[str, ...], tuple[TableSpec, ...]]]:
-    """Each flow of every pipeline: the tables it reads, the tables its one query writes.
-
-    A silver query writes its table, its quarantine and its rows of the silver batch metrics; it
-    reads its bronze input (or the alternative that runs instead) and its dimensions' bronze
-    tables. A gold query writes its table and its quarantine, from its input(s).
-    """
-    flows: list[tuple[tuple[str, ...], tuple[TableSpec, ...]]] = []
-    for pipeline in settings.pipelines:
-        for silver in pipeline.silver:
-            reads = (silver.input, *pipeline.alternatives_of(silver.input),
-                     *(pipeline.source(pipeline.dimension(e.dimension).source).bronze_key
-                       for e in silver.enrichments))
-            flows.append((reads, (TableSpec.from_decl(pipeline.table(silver.key)),
-                                  TableSpec.from_decl(pipeline.table(silver.quarantine_key)),
-                                  SILVER_BATCH_METRICS)))
-    for flow in gold_flows(settings):
-        flows.append((tuple(t.key for t in flow.inputs), (flow.spec, quarantine_of(flow.spec))))
-    return flows
-
-
-def _silver_tables(settings: Settings) -> set[str]:
-    return {silver.key for pipeline in settings.pipelines for silver in pipeline.silver}
-
-
-def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
-    """What rebuilding each declared table rebuilds with it: the other tables its query writes
-    (a silver table and its quarantine go together) and, transitively, every table computed from
-    them (a dimension's bronze table enriches silver, so it rebuilds silver too).
-
-    The silver batch metrics are shared by every silver table: they are rebuilt whole when every
-    silver table is (or when they are the target); otherwise only the rebuilt tables' rows go
-    (:attr:`Plan.metrics_of`)."""
-    flows = _writes(settings)
-    silver_tables = _silver_tables(settings)
-    tables = {spec.key: spec for _, written in flows for spec in written}
-    for pipeline in settings.pipelines:
-        for source in pipeline.sources:
-            tables.setdefault(source.bronze_key, TableSpec.from_decl(pipeline.table(source.bronze_key)))
-    found: dict[str, tuple[TableSpec, ...]] = {}
-    for key in tables:
-        closure: dict[str, TableSpec] = {}
-        todo = [key]
-        while todo:
-            current = todo.pop()
-            for reads, written in flows:
-                if current in reads or any(w.key == current for w in written):
-                    for spec in written:
-                        if spec.key not in closure and spec.key != key:
-                            closure[spec.key] = spec
-                            if spec.key != SILVER_BATCH_METRICS.key:  # shared: not a path on
-                                todo.append(spec.key)
-        if key != SILVER_BATCH_METRICS.key and not silver_tables <= closure.keys() | {key}:
-            closure.pop(SILVER_BATCH_METRICS.key, None)
-        found[key] = tuple(closure.values())
-    return found
 
 
 def writer_layer(spec: TableSpec) -> str:
@@ -237,9 +181,9 @@ def plan_backfill(spark: SparkSession, settings: Settings, target: str, start: d
             raise BackfillError(f"{target}: a full refresh is for the pipelines' tables "
                                 f"({', '.join(feeds)})")
         rewrites = (spec, *feeds[spec.key])
-        silver_tables = _silver_tables(settings)
+        every_silver = silver_tables(settings)
         metrics_of = () if SILVER_BATCH_METRICS in rewrites else tuple(
-            s.key for s in rewrites if s.key in silver_tables)
+            s.key for s in rewrites if s.key in every_silver)
         return Plan(target, None, None, True, rewrites, metrics_of=metrics_of,
                     republished=_publications_of(settings, rewrites))
     if start is None or end is None:

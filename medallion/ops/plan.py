@@ -2,8 +2,8 @@
 
 Each declaration is compared with what the lakehouse holds, without Spark: the table's schema in
 its Delta log (delta-rs) and, for a gold table, the definition its query's state was written with
-(kept beside the state in its checkpoint, :data:`~medallion.io.sinks.evolution.DECLARATION_FILE`).
-The verdicts are the run's own rules (:mod:`medallion.io.sinks.evolution`), applied to the same
+(kept beside the state in its checkpoint, :data:`~medallion.pipeline.evolution.DECLARATION_FILE`).
+The verdicts are the run's own rules (:mod:`medallion.pipeline.evolution`), applied to the same
 facts: a new table is created; columns a declaration added are added and the table carries on;
 a column dropped or retyped, or a gold table's windows, groups, aggregates or join changed, cannot
 carry on, and the table needs ``medallion backfill <table> --full-refresh``, which rebuilds the
@@ -18,20 +18,18 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from pyspark.sql.types import StructField, StructType
-
 from medallion.io.deltaread import DeltaReader
 from medallion.io.s3 import is_s3, parse_s3, s3_client
-from medallion.io.sinks.evolution import (
+from medallion.ops.rebuilds import downstream
+from medallion.pipeline.evolution import (
     DECLARATION_FILE,
     differences,
     recompute_advice,
     schema_changes,
     state_definition,
 )
-from medallion.io.sources.files import spark_type
-from medallion.ops.backfill import downstream
 from medallion.pipeline.spec import TableDecl
+from medallion.pipeline.types import SqlType, from_schema_json, struct_of
 from medallion.project import Settings, declared_tables
 
 EXIT_NEEDS_REFRESH = 4  # a table cannot carry on: CI can refuse the change
@@ -57,12 +55,12 @@ class TablePlan:
     rebuilds: tuple[str, ...] = field(default_factory=tuple)
 
 
-def declared_schema(decl: TableDecl) -> StructType:
-    """A declared table's schema as Spark types, built without a JVM."""
-    return StructType([StructField(f.name, spark_type(f.type)) for f in decl.fields])
+def declared_schema(decl: TableDecl) -> SqlType:
+    """A declared table's columns, as one STRUCT."""
+    return struct_of([(f.name, f.type) for f in decl.fields])
 
 
-def verdict(table: str, declared: StructType, held: StructType | None,
+def verdict(table: str, declared: SqlType, held: SqlType | None,
             state_recorded: dict[str, Any] | None, state_declared: dict[str, Any] | None,
             rebuilds: Sequence[str] = ()) -> TablePlan:
     """The run's rules on one table: ``held`` its schema (None: no table yet);
@@ -78,7 +76,7 @@ def verdict(table: str, declared: StructType, held: StructType | None,
                          f"medallion backfill {table} --full-refresh", tuple(rebuilds))
     if added:
         return TablePlan(table, Verdict.CARRIES_ON, tuple(
-            f"column {'.'.join((*column.parent, column.field.name))} added (rows written before "
+            f"column {column.name} added (rows written before "
             "hold null)" for column in added))
     return TablePlan(table, Verdict.UNCHANGED)
 
@@ -122,7 +120,7 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
     for key, decl in declared_tables(settings.pipelines).items():
         layer, _, name = key.partition("/")
         table = house.open(settings.table_path(layer, name), key)
-        held = None if table is None else StructType.fromJson(json.loads(table.schema().to_json()))
+        held = None if table is None else from_schema_json(json.loads(table.schema().to_json()))
         gold = golds.get(key)
         recorded = _recorded_state(settings, key) if gold is not None and table is not None \
             else None

@@ -23,6 +23,7 @@ from medallion.io.tables import (
     time_columns,
     undeclared_tables,
 )
+from medallion.ops.plan import TablePlan, Verdict, collect_plan
 from medallion.pipeline.graph import FlowKind, InputRole
 from medallion.project import Settings
 
@@ -47,6 +48,7 @@ class TableStatus:
     files: int | None = None
     size_bytes: int | None = None
     declared: bool = True  # False: in the lakehouse, but no pipeline declares it any more
+    refresh: TablePlan | None = None  # its declaration changed in a way a run refuses
 
 
 def latest_per_key(rows: Iterable[dict[str, Any]], key: str, order: str) -> dict[str, dict]:
@@ -156,6 +158,8 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
     # The column holding each table's newest event time: event time where the table has one,
     # otherwise when its rows arrived (derived from the declarations).
     newest_of = time_columns(settings)
+    refused = {plan.table: plan for plan in collect_plan(settings)
+               if plan.verdict is Verdict.NEEDS_REFRESH}
     for spec in lakehouse_tables(settings):
         table = house.open(spec.path(settings), spec.key)
         if table is None:
@@ -186,6 +190,7 @@ def collect_status(settings: Settings, now: datetime | None = None) -> list[Tabl
             state_rows=state.get("state_rows"), state_bytes=state.get("state_bytes"),
             last_run_succeeded=outcome.get("succeeded"), last_run_at=outcome.get("finished_at"),
             last_error=outcome.get("error"), files=facts.files, size_bytes=facts.size_bytes,
+            refresh=refused.get(spec.key),
         ))
     for key in undeclared_tables(settings):  # no run updates them: said, with what they hold
         layer, _, name = key.partition("/")
@@ -227,7 +232,8 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
         if not s.exists:
             rows.append((s.table, "-", "-", "-", "-", "-", "-", "-", "-", "-", "not created"))
             continue
-        last = ("not declared" if not s.declared else "-" if s.last_run_succeeded is None
+        last = ("not declared" if not s.declared else "REFRESH" if s.refresh is not None
+                else "-" if s.last_run_succeeded is None
                 else "ok" if s.last_run_succeeded else "FAILED")
         rows.append((
             s.table, str(s.version),
@@ -245,4 +251,13 @@ def format_status(statuses: Sequence[TableStatus]) -> str:
                         for i, (v, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     lines += [f"error: {s.table}: {s.last_error}" for s in statuses
               if s.last_run_succeeded is False and s.last_error]
+    for s in statuses:
+        if s.refresh is not None:  # a run refuses it: what changed, and what to run
+            lines.append(f"needs a full refresh: {s.table}: {'; '.join(s.refresh.changes)}; run: "
+                         f"{s.refresh.command} (or put the declaration back)")
     return "\n".join(lines)
+
+
+def needs_attention(statuses: Sequence[TableStatus]) -> bool:
+    """A table whose last run failed, or whose declaration a run refuses."""
+    return any(s.last_run_succeeded is False or s.refresh is not None for s in statuses)

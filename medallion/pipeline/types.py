@@ -249,3 +249,45 @@ class _Parser:
                 return SqlType("STRUCT", args=tuple(types), fields=tuple(names))
             if token != ",":
                 raise self._fail(f"expected ',' or '>', found {token!r}")
+
+
+# The names Spark's and Delta's JSON schemas give the types (``StructType.jsonValue()``, a Delta
+# log's ``schemaString``), mapped to the DDL names.
+_JSON_NAMES = {
+    "string": "STRING", "boolean": "BOOLEAN", "byte": "TINYINT", "short": "SMALLINT",
+    "integer": "INT", "long": "BIGINT", "float": "FLOAT", "double": "DOUBLE", "date": "DATE",
+    "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ", "binary": "BINARY",
+    "variant": "VARIANT"}
+_JSON_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def from_schema_json(value: object) -> SqlType:
+    """The type a JSON schema names, as Spark (``DataType.jsonValue()``) and Delta's log write
+    them: ``"long"``, ``"decimal(18,4)"``, ``{"type": "struct", "fields": [...]}``. A type no
+    declaration can name (``void``, an interval) keeps its own name, so it compares unequal to
+    every declared one."""
+    if isinstance(value, str):
+        if value in _JSON_NAMES:
+            return SqlType(_JSON_NAMES[value])
+        decimal_match = _JSON_DECIMAL.fullmatch(value)
+        if decimal_match:
+            return SqlType("DECIMAL", int(decimal_match[1]), int(decimal_match[2]))
+        return SqlType("DECIMAL", 10, 0) if value == "decimal" else SqlType(value.upper())
+    if not isinstance(value, dict):
+        raise TypeNameError(f"{value!r} is not a JSON schema type")
+    kind = value.get("type")
+    if kind == "array":
+        return SqlType("ARRAY", args=(from_schema_json(value["elementType"]),))
+    if kind == "map":
+        return SqlType("MAP", args=(from_schema_json(value["keyType"]),
+                                    from_schema_json(value["valueType"])))
+    if kind == "struct":
+        fields = value.get("fields", [])
+        return SqlType("STRUCT", args=tuple(from_schema_json(f["type"]) for f in fields),
+                       fields=tuple(f["name"] for f in fields))
+    return SqlType(str(kind).upper())
+
+
+def struct_of(columns: Sequence[tuple[str, SqlType]]) -> SqlType:
+    """A table's columns as one STRUCT type (what a schema is)."""
+    return SqlType("STRUCT", args=tuple(t for _, t in columns), fields=tuple(n for n, _ in columns))

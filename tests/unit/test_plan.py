@@ -9,23 +9,20 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-from pyspark.sql.types import (
-    DecimalType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from medallion.cli.main import main
-from medallion.io.sinks.evolution import DECLARATION_FILE
 from medallion.ops.plan import Verdict, verdict
+from medallion.pipeline.evolution import DECLARATION_FILE
+from medallion.pipeline.types import SqlType, parse_type
 from tests.conftest import REPO, make_settings
 
-HELD = StructType([StructField("window_start", TimestampType()),
-                   StructField("category", StringType()), StructField("lines", LongType())])
+
+def columns(ddl: str) -> SqlType:
+    """A table's columns, written as a STRUCT's fields: ``a BIGINT, b STRING``."""
+    return parse_type(f"STRUCT<{ddl}>")
+
+
+HELD = columns("window_start TIMESTAMP, category STRING, lines BIGINT")
 STATE = {"input": "silver/order_lines", "mode": "update",
          "window": {"kind": "sliding", "column": "ordered_at", "size": "1 hour",
                     "slide": "30 minutes"},
@@ -38,25 +35,25 @@ def test_a_table_not_made_yet_is_new_and_the_same_schema_is_unchanged() -> None:
 
 
 def test_an_added_column_carries_on_and_says_so() -> None:
-    declared = StructType([*HELD.fields, StructField("unit_cents", LongType())])
+    declared = columns("window_start TIMESTAMP, category STRING, lines BIGINT, unit_cents BIGINT")
     plan = verdict("silver/x", declared, HELD, None, None)
     assert plan.verdict is Verdict.CARRIES_ON
     assert plan.changes == ("column unit_cents added (rows written before hold null)",)
 
 
 @pytest.mark.parametrize(("declared", "state", "said"), [
-    (StructType([HELD.fields[0], HELD.fields[1], StructField("lines", IntegerType())]), STATE,
+    (columns("window_start TIMESTAMP, category STRING, lines INT"), STATE,
      "column lines is BIGINT in the table and INT in the declaration"),
-    (StructType(HELD.fields[:2]), STATE,
+    (columns("window_start TIMESTAMP, category STRING"), STATE,
      "the table has column lines, which the declaration no longer has"),
     (HELD, {**STATE, "window": {**STATE["window"], "size": "2 hours"}},
      'state: window.size: "1 hour" -> "2 hours"'),
-    (StructType([*HELD.fields, StructField("top", DecimalType(10, 2))]),
+    (columns("window_start TIMESTAMP, category STRING, lines BIGINT, top DECIMAL(10,2)"),
      {**STATE, "aggregates": {"lines": "count(*)", "top": "max(unit_price)"}},
      'state: aggregates.top added ("max(unit_price)")'),
 ])
 def test_what_the_run_refuses_needs_a_full_refresh_with_its_command(
-        declared: StructType, state: dict, said: str) -> None:
+        declared: SqlType, state: dict, said: str) -> None:
     plan = verdict("gold/x", declared, HELD, STATE, state, ["gold/y"])
     assert plan.verdict is Verdict.NEEDS_REFRESH
     assert said in plan.changes
@@ -98,3 +95,12 @@ def test_the_command_reads_the_lakehouse_without_spark_and_exits_4_for_a_refresh
     assert by_table["silver/events"]["verdict"] == "carries on"
     assert by_table["gold/user_sessions"]["verdict"] == "new"
     assert document["needs_refresh"] is True
+    # status says so too, and exits 1 as for a failed run
+    assert main(["status", *paths]) == 1
+    status = capsys.readouterr().out
+    line = next(row for row in status.splitlines() if row.startswith("gold/event_counts_5m "))
+    assert line.split()[-1] == "REFRESH"
+    assert ('needs a full refresh: gold/event_counts_5m: state: window.size: "10 minutes" -> '
+            '"5 minutes"; run: medallion backfill gold/event_counts_5m --full-refresh') in status
+    silver_line = next(row for row in status.splitlines() if row.startswith("silver/events "))
+    assert silver_line.split()[-1] == "-"  # carries on: nothing to do

@@ -49,13 +49,10 @@ from medallion.io.sinks.delta import (
     upsert_batch,
     with_trigger,
 )
-from medallion.io.sinks.evolution import (
-    check_declared_state,
-    keep_declared_state,
-    state_definition,
-)
+from medallion.io.sinks.evolution import check_declared_state, keep_declared_state
 from medallion.io.sources.delta import newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
+from medallion.pipeline.evolution import state_definition
 from medallion.pipeline.graph import stages
 from medallion.pipeline.kinds import Layer
 from medallion.pipeline.model import ExpectationSpec, GoldSpec, TableDoc

@@ -2,7 +2,8 @@
 
 A pipeline's declaration is its tables' definition, and teams change it: a new column, a new
 aggregate, another window. Before a layer's queries with work start, the engine compares what each
-is about to write with what the lakehouse holds (:func:`medallion.engine.layer.start_layer`):
+is about to write with what the lakehouse holds (:func:`medallion.engine.layer.start_layer`), by
+the rules of :mod:`medallion.pipeline.evolution` (pure; ``plan`` and ``status`` apply them too):
 
 * **A table's columns** (:func:`align_table`): columns the declaration added, and fields it added
   to struct columns, are added to the table (Delta's ``ADD COLUMNS``, at their declared place, with
@@ -29,38 +30,28 @@ import json
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from medallion.errors import DeclarationChanged
-from medallion.io.catalog import documented_schema
 from medallion.io.hadoopfs import path_exists, read_text, write_text
 from medallion.io.sinks.delta import TableToMake, committed_table_at
 from medallion.io.tables import ENGINE_TABLES, TableSpec
-from medallion.pipeline.model import GoldSpec, TableDoc
+from medallion.pipeline.evolution import (
+    DECLARATION_FILE,
+    differences,
+    recompute_advice,
+    schema_changes,
+)
+from medallion.pipeline.model import TableDoc
+from medallion.pipeline.types import SqlType, from_schema_json
 
 log = logging.getLogger(__name__)
 
-# Beside the state in a gold query's checkpoint: the declaration the state was written with.
-DECLARATION_FILE = "medallion-declaration.json"
 
-
-def recompute_advice(table: str) -> str:
-    """What to do about a declaration the lakehouse cannot carry on from."""
-    return ("Put the declaration back as it was, or recompute the table and everything "
-            f"downstream of it from their inputs: `medallion backfill {table} --full-refresh`.")
-
-
-def _plain(data_type: DataType) -> str:
-    """A type as Spark writes it, without nullability or metadata (names of struct fields kept)."""
-    return data_type.simpleString()
-
-
-def table_schema(spark: SparkSession, path: str) -> StructType | None:
-    """The schema of the Delta table at ``path`` as its newest version has it (None: no table).
+def table_schema(spark: SparkSession, path: str) -> SqlType | None:
+    """The columns of the Delta table at ``path`` as its newest version has them (None: no table).
 
     Read through the session's Delta log, whose snapshot the query's writes then reuse.
     """
@@ -71,90 +62,7 @@ def table_schema(spark: SparkSession, path: str) -> StructType | None:
     snapshot = delta_log.update(False, none, none)
     if int(snapshot.version()) < 0:
         return None
-    return StructType.fromJson(json.loads(snapshot.schema().json()))
-
-
-@dataclass(frozen=True)
-class AddedColumn:
-    """A column the declaration has and the table lacks: at the top level, or a field of a struct
-    column (``parent``: the path to that struct, as Delta's DDL names it, e.g. ``device`` or
-    ``items.element``), after the field before it in the declaration (None: first)."""
-
-    parent: tuple[str, ...]
-    field: StructField
-    after: str | None
-
-    @property
-    def name(self) -> str:
-        return ".".join((*self.parent, self.field.name))
-
-    def ddl(self) -> str:
-        """The column as ``ALTER TABLE ... ADD COLUMNS`` takes it, with its comment and place."""
-        path = ".".join(_quoted(part) for part in (*self.parent, self.field.name))
-        text = f"{path} {ddl_type(self.field.dataType)}"
-        comment = self.field.metadata.get("comment")
-        if comment:
-            text += " COMMENT '" + comment.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        return text + (f" AFTER {_quoted(self.after)}" if self.after else " FIRST")
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def schema_changes(declared: StructType, held: StructType) -> tuple[list[AddedColumn], list[str]]:
-    """How ``declared`` differs from the ``held`` schema of a table: the columns it lacks (fields
-    of struct columns too, at any depth, in arrays' elements and maps' values as well), in the
-    order they can be added, and, each as a sentence, what cannot be changed in place (a column or
-    field the declaration dropped, or one whose type differs). Names match without case, as
-    Delta's do."""
-    added: list[AddedColumn] = []
-    refused: list[str] = []
-    _struct_changes(declared, held, (), added, refused)
-    return added, refused
-
-
-def _struct_changes(declared: StructType, held: StructType, parent: tuple[str, ...],
-                    added: list[AddedColumn], refused: list[str]) -> None:
-    held_by_name = {f.name.lower(): f for f in held.fields}
-    declared_names = {f.name.lower() for f in declared.fields}
-    for position, column in enumerate(declared.fields):
-        had = held_by_name.get(column.name.lower())
-        if had is None:
-            added.append(AddedColumn(parent, column,
-                                     declared.fields[position - 1].name if position else None))
-        else:
-            _type_changes(column.dataType, had.dataType, (*parent, had.name), added, refused)
-    refused += [f"the table has column {'.'.join((*parent, f.name))}, which the declaration no "
-                "longer has" for f in held.fields if f.name.lower() not in declared_names]
-
-
-def _type_changes(declared: DataType, held: DataType, path: tuple[str, ...],
-                  added: list[AddedColumn], refused: list[str]) -> None:
-    """A column both have: a struct (also as an array's element or a map's value) may gain
-    fields; any other difference is a new type."""
-    if isinstance(declared, StructType) and isinstance(held, StructType):
-        _struct_changes(declared, held, path, added, refused)
-    elif isinstance(declared, ArrayType) and isinstance(held, ArrayType):
-        _type_changes(declared.elementType, held.elementType, (*path, "element"), added, refused)
-    elif (isinstance(declared, MapType) and isinstance(held, MapType)
-          and _plain(declared.keyType) == _plain(held.keyType)):
-        _type_changes(declared.valueType, held.valueType, (*path, "value"), added, refused)
-    elif _plain(held) != _plain(declared):
-        refused.append(f"column {'.'.join(path)} is {ddl_type(held)} in the table and "
-                       f"{ddl_type(declared)} in the declaration")
-
-
-def ddl_type(data_type: DataType) -> str:
-    """A type as DDL, struct field names quoted (``simpleString`` leaves them bare)."""
-    if isinstance(data_type, StructType):
-        return "STRUCT<" + ", ".join(f"{_quoted(f.name)}: {ddl_type(f.dataType)}"
-                                     for f in data_type.fields) + ">"
-    if isinstance(data_type, ArrayType):
-        return f"ARRAY<{ddl_type(data_type.elementType)}>"
-    if isinstance(data_type, MapType):
-        return f"MAP<{ddl_type(data_type.keyType)}, {ddl_type(data_type.valueType)}>"
-    return data_type.simpleString().upper()
+    return from_schema_json(json.loads(snapshot.schema().json()))
 
 
 def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc | None) -> None:
@@ -163,8 +71,7 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
     held = table_schema(spark, path)
     if held is None:
         return
-    declared = documented_schema(spec, doc)
-    added, refused = schema_changes(declared, held)
+    added, refused = schema_changes(from_schema_json(spec.schema.jsonValue()), held)
     if refused:
         raise DeclarationChanged(
             spec.key, f"its declaration changed since the table at {path} was made: "
@@ -174,7 +81,8 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
         return
     escaped = path.replace("`", "``")
     for column in added:  # declared order: what one follows is there already
-        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column.ddl()})")
+        comment = doc.column_comments.get(column.name) if doc else None
+        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column.ddl(comment)})")
     # Bronze keeps records as they arrived: those before the column came without it.
     recompute = "" if spec.layer == "bronze" else (
         f" until `medallion backfill {spec.key} --full-refresh` recomputes them")
@@ -197,48 +105,6 @@ def align_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
             lock = _ALIGNING.setdefault(path, threading.Lock())
         with lock:
             align_table(spark, spec, path, doc)
-
-
-def state_definition(gold: GoldSpec) -> dict[str, Any]:
-    """What a gold query's state is made of, by its declaration: what carrying on from the state
-    needs unchanged. Left out, since they apply to what comes next: the filter, the watermark,
-    an aggregate's default, the expectations and the comments."""
-    definition: dict[str, Any] = {"input": gold.input, "mode": gold.mode.value}
-    if gold.window is not None:
-        window = gold.window
-        definition["window"] = {key: value for key, value in (
-            ("kind", window.kind.value), ("column", window.column), ("size", window.size),
-            ("slide", window.slide), ("gap", window.gap)) if value is not None}
-        definition["group_by"] = list(gold.group_by)
-        definition["aggregates"] = {a.name: f"{a.function.value}({a.column or '*'})"
-                                    for a in gold.aggregates}
-    if gold.join is not None:
-        join = gold.join
-        definition["join"] = {"input": join.input, "equal": list(join.equal),
-                              "within": join.within, "kind": join.kind.value}
-        definition["select"] = {s.name: s.expr for s in gold.select}
-    if gold.python is not None:
-        definition["python"] = gold.python
-        definition["columns"] = {f.name: str(f.type) for f in gold.columns}
-    if gold.keys:
-        definition["keys"] = list(gold.keys)
-    return definition
-
-
-def differences(before: Any, now: Any, where: str = "") -> list[str]:
-    """Each place two definitions differ, as ``key: before -> now``."""
-    if isinstance(before, dict) and isinstance(now, dict):
-        found = []
-        for key in [*before, *(k for k in now if k not in before)]:
-            inner = f"{where}.{key}" if where else key
-            if key not in now:
-                found.append(f"{inner} removed (was {json.dumps(before[key])})")
-            elif key not in before:
-                found.append(f"{inner} added ({json.dumps(now[key])})")
-            else:
-                found += differences(before[key], now[key], inner)
-        return found
-    return [] if before == now else [f"{where}: {json.dumps(before)} -> {json.dumps(now)}"]
 
 
 def check_declared_state(spark: SparkSession, table: str, checkpoint: str,
