@@ -74,6 +74,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.io.locks import WRITERS, hold_writers
     from medallion.spark.session import build_session
 
+    if args.maintain:  # refused before Spark starts
+        from medallion.ops.maintenance import maintain_problem
+
+        problem = maintain_problem(args.layer, settings)
+        if problem:
+            print(f"medallion: run --maintain: {problem}", file=sys.stderr)
+            return 2
     layers = WRITERS if args.layer == "all" else (args.layer,)
     hold_writers(settings.paths.lakehouse, layers, args.wait)  # before Spark starts
     from medallion.io.catalog import record_run_creations
@@ -98,6 +105,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     print(format_summary(runs))
     if incomplete is not None:
         raise incomplete
+    if args.maintain:  # same driver, same locks: no other writer while it rewrites files
+        from datetime import datetime, timezone
+
+        from medallion.ops.maintenance import format_maintenance, maintain, tables_due
+
+        due = tables_due(spark, settings, datetime.now(timezone.utc))
+        if due:
+            print(format_maintenance(maintain(spark, settings, due)))
+        else:
+            print("maintenance: no table due (maintenance.every)")
     return 0
 
 
@@ -359,7 +376,7 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     from medallion.io.locks import hold_writers
 
-    hold_writers(settings.paths.lakehouse)  # OPTIMIZE and VACUUM rewrite what runs write
+    hold_writers(settings.paths.lakehouse, wait_seconds=args.wait)  # they rewrite what runs write
     spark = build_session(settings)
     results = maintain(spark, settings, args.tables, hours, args.allow_short_retention,
                        optimize=not args.no_optimize, vacuum=not args.no_vacuum)
@@ -430,7 +447,7 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.config.load import check_spark_setting
-    from medallion.ops.submit import format_command, submit_argv, submit_env
+    from medallion.ops.submit import format_command, submit_command, submit_env
 
     extra = {}
     for item in args.conf:
@@ -444,10 +461,19 @@ def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
             print(f"medallion: {exc}", file=sys.stderr)
             return 2
         extra[key] = value
-    argv = submit_argv(settings, args.job, master=args.master, wheel=args.wheel,
-                       jobs_dir=args.jobs_dir, spark_submit=args.spark_submit, extra_conf=extra,
-                       trigger=args.trigger, pipelines=args.pipeline or ())
-    print(format_command(argv, submit_env()))
+    if args.maintain:
+        from medallion.ops.maintenance import maintain_problem
+
+        problem = maintain_problem(args.job, settings)
+        if problem:
+            print(f"medallion: submit-cmd --maintain: {problem}", file=sys.stderr)
+            return 2
+    command = submit_command(settings, args.job, master=args.master, wheel=args.wheel,
+                             jobs_dir=args.jobs_dir, spark_submit=args.spark_submit,
+                             extra_conf=extra, trigger=args.trigger,
+                             pipelines=args.pipeline or (), maintain=args.maintain)
+    env = submit_env()
+    print(command.as_json(env) if args.format == "json" else format_command(command.argv(), env))
     return 0
 
 

@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,...]")
     run.add_argument("--pipeline", action="append", metavar="NAME",
                      help="run only this declared pipeline (repeatable; default: every one)")
+    run.add_argument("--maintain", action="store_true",
+                     help="after the layers, in the same job, OPTIMIZE and VACUUM the tables whose "
+                          "maintenance is due (maintenance.every)")
     _wait_option(run)
 
     produce = commands.add_parser("produce", parents=[common],
@@ -247,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--no-optimize", action="store_true", help="VACUUM only")
     maintain.add_argument("--no-vacuum", action="store_true",
                           help="OPTIMIZE only (no VACUUM, old state kept)")
+    _wait_option(maintain)
 
     report = commands.add_parser("report", parents=[common],
                                  help="write a self-contained HTML page of the monitoring charts")
@@ -267,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit-cmd", parents=[common],
                                  help="print the spark-submit command line of a job")
-    submit.add_argument("job", choices=["bronze", "silver", "gold", "all"])
+    submit.add_argument("job", choices=["bronze", "silver", "gold", "all", "maintain"])
     submit.add_argument("--master", help="master URL (default: spark.master from configuration)")
     submit.add_argument("--wheel", help="ship this wheel (make wheel) with --py-files")
     submit.add_argument("--jobs-dir", help="folder of the entry points (default: this checkout's jobs/)")
@@ -278,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--pipeline", action="append", metavar="NAME",
                         help="the job runs only this declared pipeline (repeatable; default: "
                              "every one)")
+    submit.add_argument("--maintain", action="store_true",
+                        help="the all job maintains the tables that are due after its layers")
+    submit.add_argument("--format", choices=["shell", "json"], default="shell",
+                        help="shell (default): one command line; json: its parts, for a scheduler")
     return parser
 
 

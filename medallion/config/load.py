@@ -459,7 +459,12 @@ def _state_store(reader: SettingsReader) -> StateStoreSettings:
 
 
 def _maintenance(reader: SettingsReader) -> MaintenanceSettings:
-    section = reader.section("maintenance", {"vacuum_retention", "small_file_mb"})
+    section = reader.section("maintenance", {"vacuum_retention", "small_file_mb", "every"})
+    every_key = "maintenance.every"
+    every = parse_duration_seconds(reader.string(section, every_key, "1 day"), every_key,
+                                   reader.source.of(every_key))
+    if every <= 0:
+        raise ConfigError(every_key, reader.source.of(every_key), "must be a positive duration")
     key = "maintenance.vacuum_retention"
     retention = reader.string(section, key, "7 days")
     seconds = parse_duration_seconds(retention, key, reader.source.of(key))
@@ -468,6 +473,7 @@ def _maintenance(reader: SettingsReader) -> MaintenanceSettings:
     return MaintenanceSettings(
         vacuum_retention_hours=seconds // 3600,
         small_file_mb=reader.positive_int(section, "maintenance.small_file_mb", 32),
+        every_seconds=every,
     )
 
 

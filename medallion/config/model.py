@@ -262,6 +262,7 @@ class MaintenanceSettings:
 
     vacuum_retention_hours: int = DEFAULT_VACUUM_RETENTION_HOURS
     small_file_mb: int = 32  # files smaller than this count as small in the report
+    every_seconds: int = 86400  # `run --maintain`: a table is maintained when this has passed
     # table key -> columns, from the tables' declarations (`zorder`)
     zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 

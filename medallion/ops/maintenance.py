@@ -16,18 +16,20 @@ newest ``spark.sql.streaming.minBatchesToRetain`` versions).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS
-from medallion.io.hadoopfs import hadoop_path, path_exists
+from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS, TriggerKind
+from medallion.io.hadoopfs import hadoop_path, path_exists, read_text, write_text
 from medallion.io.tables import TableSpec, lakehouse_tables
 from medallion.project import Settings
 
@@ -102,6 +104,53 @@ def maintained_tables(settings: Settings, names: Sequence[str] | None) -> list[T
     return [spec for spec in every if spec.key in wanted]
 
 
+def maintain_problem(job: str, settings: Settings) -> str | None:
+    """Why maintenance cannot follow the layers of ``job`` (``run --maintain``), or None."""
+    if job != "all":
+        return (f"maintenance goes with `all` (not {job}): it rewrites tables of every layer, and "
+                "the job must hold every layer's lock")
+    if settings.streaming.trigger.kind is TriggerKind.PROCESSING_TIME:
+        return ("a processing-time run does not end; maintenance follows runs that do "
+                "(available-now, once)")
+    hours = settings.maintenance.vacuum_retention_hours
+    if hours < DEFAULT_VACUUM_RETENTION_HOURS:
+        return (f"maintenance.vacuum_retention is {hours} hours: a scheduled VACUUM keeps at least "
+                "7 days (a shorter one is for `medallion maintain --allow-short-retention` by hand, "
+                "with no query running)")
+    return None
+
+
+def maintained_at_path(settings: Settings, key: str) -> str:
+    """Where the end of a table's last maintenance is recorded (beside the monitoring tables)."""
+    return f"{settings.paths.lakehouse}/_monitoring/maintained/{key}.json"
+
+
+def last_maintained(spark: SparkSession, settings: Settings, key: str) -> datetime | None:
+    """When the table's last maintenance ended (None: never, or a record that cannot be read:
+    a record cut short by a kill counts as none, and the table is maintained again)."""
+    path = maintained_at_path(settings, key)
+    if not path_exists(spark, path):
+        return None
+    try:
+        return datetime.fromisoformat(json.loads(read_text(spark, path))["finished_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def due(last: Mapping[str, datetime | None], now: datetime, every: timedelta) -> list[str]:
+    """The tables whose maintenance is due at ``now``: never maintained, or ``every`` or more
+    since their last maintenance ended (in ``last``'s order)."""
+    return [key for key, when in last.items() if when is None or now - when >= every]
+
+
+def tables_due(spark: SparkSession, settings: Settings, now: datetime) -> list[str]:
+    """The tables of the lakehouse that exist and whose maintenance is due at ``now``."""
+    existing = [spec for spec in lakehouse_tables(settings)
+                if DeltaTable.isDeltaTable(spark, spec.path(settings))]
+    return due({spec.key: last_maintained(spark, settings, spec.key) for spec in existing}, now,
+               timedelta(seconds=settings.maintenance.every_seconds))
+
+
 def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
              retention_hours: int | None = None, allow_short_retention: bool = False,
              optimize: bool = True, vacuum: bool = True) -> list[TableMaintenance]:
@@ -130,8 +179,12 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
             state_deleted = delete_old_state(spark, spec.checkpoint(settings),
                                              state_versions_to_retain(spark))
         after = file_stats(spark, path, small)
-        results.append(TableMaintenance(spec.key, before, after, zorder, removed, deleted,
-                                        state_deleted))
+        done = TableMaintenance(spec.key, before, after, zorder, removed, deleted, state_deleted)
+        results.append(done)
+        if optimize and vacuum:  # a whole maintenance: what `run --maintain` counts from
+            write_text(spark, maintained_at_path(settings, spec.key), json.dumps({
+                "table": spec.key, "finished_at": datetime.now(timezone.utc).isoformat(),
+                "files_before": before.files, "files_after": after.files}) + "\n")
         log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d, "
                  "old state %d", spec.key, before.files, before.small_files, after.files,
                  after.small_files, deleted, state_deleted)

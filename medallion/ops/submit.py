@@ -9,39 +9,82 @@ job's entry point.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medallion.project import Settings
 from medallion.redact import quote_command, redact_argv
 from medallion.spark.packages import jvm_packages, resolution_conf
 from medallion.spark.session import BASE_CONF, DELTA_CONF, state_store_conf
 
-JOBS = ("bronze", "silver", "gold", "all")
+JOBS = ("bronze", "silver", "gold", "all", "maintain")
 DEFAULT_JOBS_DIR = Path(__file__).resolve().parents[2] / "jobs"
 
+# The layers each job writes: a job holds their locks (``medallion.io.locks.hold_writers``, and
+# ``infra/scheduling/run-job.sh`` per lakehouse), so two jobs writing one table never overlap.
+JOB_LAYERS = {"bronze": ("bronze",), "silver": ("silver",), "gold": ("gold",),
+              "all": ("bronze", "silver", "gold"), "maintain": ("bronze", "silver", "gold")}
 
-def submit_argv(settings: Settings, job: str, *, master: str | None = None,
-                wheel: str | None = None, jobs_dir: str | Path | None = None,
-                spark_submit: str | None = None, extra_conf: Mapping[str, str] | None = None,
-                trigger: str | None = None, pipelines: Sequence[str] = ()) -> list[str]:
-    """The spark-submit argument vector running ``jobs/<job>.py`` with ``settings``.
+
+@dataclass(frozen=True)
+class SubmitCommand:
+    """One job's spark-submit: what a scheduler needs, field by field (Airflow's
+    ``SparkSubmitOperator`` takes them so), and as one argument vector."""
+
+    spark_submit: str
+    master: str | None
+    name: str
+    packages: tuple[str, ...]
+    conf: Mapping[str, str]
+    py_files: str | None
+    application: str
+    application_args: tuple[str, ...]
+    lakehouse: str
+    layers: tuple[str, ...]
+
+    def argv(self) -> list[str]:
+        argv = [self.spark_submit]
+        if self.master:
+            argv += ["--master", self.master]
+        argv += ["--name", self.name, "--packages", ",".join(self.packages)]
+        for key, value in self.conf.items():
+            argv += ["--conf", f"{key}={value}"]
+        if self.py_files:
+            argv += ["--py-files", self.py_files]
+        return [*argv, self.application, *self.application_args]
+
+    def as_json(self, env: Mapping[str, str]) -> str:
+        """The fields, the environment, and the argument vector, for tools (secrets redacted as
+        in :func:`format_command`)."""
+        return json.dumps({
+            "application": self.application, "application_args": list(self.application_args),
+            "name": self.name, "master": self.master, "packages": ",".join(self.packages),
+            "conf": dict(self.conf), "py_files": self.py_files, "spark_submit": self.spark_submit,
+            "env": dict(env), "lakehouse": self.lakehouse, "layers": list(self.layers),
+            "argv": redact_argv(self.argv())}, indent=1)
+
+
+def submit_command(settings: Settings, job: str, *, master: str | None = None,
+                   wheel: str | None = None, jobs_dir: str | Path | None = None,
+                   spark_submit: str | None = None, extra_conf: Mapping[str, str] | None = None,
+                   trigger: str | None = None, pipelines: Sequence[str] = (),
+                   maintain: bool = False) -> SubmitCommand:
+    """The spark-submit running ``jobs/<job>.py`` with ``settings``.
 
     ``master`` overrides ``spark.master`` (which may be null, for a cluster manager's default);
     ``wheel`` ships the package built by ``make wheel`` with ``--py-files``; ``pipelines``
-    narrows the job to those declared pipelines (``run --pipeline``). The job loads the
-    configuration folder the settings came from, wherever it is started.
+    narrows the job to those declared pipelines (``run --pipeline``); ``maintain``: the ``all``
+    job maintains the tables that are due after its layers (``run --maintain``). The job loads
+    the configuration folder the settings came from, wherever it is started.
     """
     if job not in JOBS:
         raise ValueError(f"no job {job!r} (jobs: {', '.join(JOBS)})")
-    entry = Path(jobs_dir or DEFAULT_JOBS_DIR) / f"{job}.py"
-    argv = [spark_submit or str(Path(sys.executable).parent / "spark-submit")]
-    chosen_master = master or settings.spark.master
-    if chosen_master:
-        argv += ["--master", chosen_master]
-    argv += ["--name", f"{settings.spark.app_name}-{job}",
-             "--packages", ",".join(jvm_packages(settings))]
+    if maintain and job != "all":
+        raise ValueError("--maintain goes with the all job (maintenance after every layer)")
     conf = {
         **resolution_conf(),
         **BASE_CONF,
@@ -52,17 +95,27 @@ def submit_argv(settings: Settings, job: str, *, master: str | None = None,
         **DELTA_CONF,
         **(extra_conf or {}),
     }
-    for key, value in conf.items():
-        argv += ["--conf", f"{key}={value}"]
-    if wheel:
-        argv += ["--py-files", str(Path(wheel).resolve())]
-    argv += [str(entry), "--env", settings.env, "--conf-dir", settings.conf_dir,
-             "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse]
+    args = ["--env", settings.env, "--conf-dir", settings.conf_dir,
+            "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse]
     if trigger:
-        argv += ["--trigger", trigger]
+        args += ["--trigger", trigger]
     for name in pipelines:
-        argv += ["--pipeline", name]
-    return argv
+        args += ["--pipeline", name]
+    if maintain:
+        args.append("--maintain")
+    return SubmitCommand(
+        spark_submit=spark_submit or str(Path(sys.executable).parent / "spark-submit"),
+        master=master or settings.spark.master, name=f"{settings.spark.app_name}-{job}",
+        packages=tuple(jvm_packages(settings)), conf=conf,
+        py_files=str(Path(wheel).resolve()) if wheel else None,
+        application=str(Path(jobs_dir or DEFAULT_JOBS_DIR) / f"{job}.py"),
+        application_args=tuple(args), lakehouse=settings.paths.lakehouse,
+        layers=JOB_LAYERS[job])
+
+
+def submit_argv(settings: Settings, job: str, **options: Any) -> list[str]:
+    """The spark-submit argument vector running ``jobs/<job>.py`` (:func:`submit_command`)."""
+    return submit_command(settings, job, **options).argv()
 
 
 def submit_env(python: str | None = None) -> dict[str, str]:

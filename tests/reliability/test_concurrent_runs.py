@@ -7,14 +7,22 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from medallion.config.model import Trigger
+from medallion.engine.runner import RunTarget, run_pipeline
+from medallion.io.tables import lakehouse_tables
+from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
+from tests.conf_support import copy_base_conf
 from tests.conftest import REPO, make_settings
 from tests.events_tables import BRONZE_EVENTS
+from tests.lakehouse_views import snapshot
 
 # What a run without -v may print: medallion's own warnings and errors, and the summary table. (Not
 # the line the JVM itself writes when it starts with the incubator module Spark 4 asks for, nor
@@ -54,3 +62,67 @@ def test_two_runs_started_together_one_waits_and_nothing_is_doubled(
     bronze = spark.read.format("delta").load(BRONZE_EVENTS.path(settings))
     assert bronze.count() == 400  # every landing line once
     assert bronze.select("source_file").distinct().count() == 2
+
+
+def _tagged_conf(folder: Path, tag: str) -> Path:
+    """The repo's configuration, with every Delta commit of the process tagged ``tag``."""
+    copy_base_conf(folder)
+    (folder / "local.yaml").write_text(
+        "spark:\n  master: local[2]\n  conf:\n"
+        f"    spark.databricks.delta.commitInfo.userMetadata: {tag}\n", encoding="utf-8")
+    return folder
+
+
+def _tagged_commits(settings: Settings) -> dict[str, list[int]]:
+    """Per tag, the commit times (ms) of every Spark commit so tagged, in every declared table."""
+    found: dict[str, list[int]] = {}
+    for spec in lakehouse_tables(settings):
+        path = spec.path(settings)
+        if not Path(path, "_delta_log").is_dir():
+            continue
+        for commit in DeltaTable(path).history():
+            if commit.get("userMetadata"):
+                found.setdefault(commit["userMetadata"], []).append(int(commit["timestamp"]))
+    return found
+
+
+@pytest.mark.slow
+def test_a_scheduled_run_and_a_maintenance_started_together_never_write_at_once(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """``run all --maintain`` (the shipped schedule) and ``maintain`` (by hand) on one lakehouse
+    at the same moment: one waits for the other's locks, no commit of one falls among the
+    other's, and the tables end as two runs without any maintenance leave them."""
+    settings = make_settings(tmp_path)
+    landing = Path(settings.paths.landing)
+    bursts = [GenerateSpec(events=300, files=2, users=20, burst=f"m{i}", seed=20 + i,
+                           start=datetime(2025, 1, 27, 10 + i, 0, tzinfo=timezone.utc))
+              for i in (1, 2)]
+    generate_landing(landing, bursts[0])
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())  # tables to maintain
+    generate_landing(landing, bursts[1])
+
+    def start(tag: str, *command: str) -> subprocess.Popen[str]:
+        conf = _tagged_conf(tmp_path / f"conf-{tag}", tag)
+        return subprocess.Popen(
+            [sys.executable, "-m", "medallion", *command, "--conf-dir", str(conf),
+             "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse,
+             "--wait", "900"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    jobs = {"run": start("run", "run", "all", "--maintain"), "maintain": start("maintain",
+                                                                               "maintain")}
+    outputs = {tag: job.communicate(timeout=1500)[0] for tag, job in jobs.items()}
+    assert [job.returncode for job in jobs.values()] == [0, 0], outputs
+    assert sum("waiting up to" in output for output in outputs.values()) == 1, outputs
+
+    commits = _tagged_commits(settings)
+    assert set(commits) == {"run", "maintain"}, commits  # both wrote
+    first, second = sorted(commits.values(), key=min)
+    assert max(first) < min(second), "a commit of one job fell among the other's"
+
+    # the same bursts, two runs, no maintenance: the rows are the same
+    alone = make_settings(tmp_path / "alone")
+    generate_landing(Path(alone.paths.landing), bursts[0])
+    run_pipeline(spark, alone, RunTarget.ALL, Trigger())
+    generate_landing(Path(alone.paths.landing), bursts[1])
+    run_pipeline(spark, alone, RunTarget.ALL, Trigger())
+    assert snapshot(settings) == snapshot(alone)

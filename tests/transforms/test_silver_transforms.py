@@ -206,7 +206,8 @@ def test_amount_rules(spark: SparkSession) -> None:
 def test_decimal_places_counts_what_a_number_needs_to_be_held_exactly(spark: SparkSession) -> None:
     texts = {"517": 0, "517.0": 0, "-1.2300": 2, "+.5": 1, "12.": 0, " 7.25 ": 2, "1.5E-3": 4,
              "1.0E-30": 30, "1.0E12": 0, "1200E-2": 0, "1200E-3": 1, "10.5e-1": 2, "0E-5": 0,
-             "0.000000100": 7, "abc": None, "1.2.3": None, "": None, "+": None, ".": None, "-.e5": None, "NaN": None, "Infinity": None}
+             "0.000000100": 7, "abc": None, "1.2.3": None, "": None, "+": None, ".": None, "-.e5": None,
+             "NaN": None, "Infinity": None}
     rows = spark.createDataFrame([(t,) for t in texts], "t STRING").select(
         "t", decimal_places(F.col("t")).alias("places")).collect()
     assert {r["t"]: r["places"] for r in rows} == texts

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from medallion.errors import ConfigError
-from medallion.ops.submit import format_command, submit_argv
+from medallion.ops.maintenance import due, maintain_problem
+from medallion.ops.submit import format_command, submit_argv, submit_command
 from medallion.project import load_settings
 from medallion.spark.session import DELTA_CONF, counts_state_rows, session_conf
 from tests.conf_support import copy_base_conf
@@ -27,6 +30,7 @@ def test_defaults_of_the_new_sections() -> None:
     assert settings.state_store.max_memory_mb == 256
     assert settings.state_store.write_buffer_ratio == 0.5
     assert settings.maintenance.vacuum_retention_hours == 168
+    assert settings.maintenance.every_seconds == 86400
     assert settings.maintenance.zorder["silver/events"] == ("user_id", "timestamp")
 
 
@@ -55,7 +59,7 @@ def test_zorder_in_the_settings_is_an_unknown_key(tmp_path: Path) -> None:
         load_settings(env="local", conf_dir=conf_dir(
             tmp_path, "maintenance:\n  zorder:\n    silver/events: [user_id]\n"))
     assert error.value.key == "maintenance.zorder"
-    assert "unknown key (known keys: small_file_mb, vacuum_retention)" in str(error.value)
+    assert "unknown key (known keys: every, small_file_mb, vacuum_retention)" in str(error.value)
 
 
 @pytest.mark.parametrize(("overlay", "key"), [
@@ -66,6 +70,8 @@ def test_zorder_in_the_settings_is_an_unknown_key(tmp_path: Path) -> None:
     ("maintenance:\n  vacuum_retention: 90 minutes\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  vacuum_retention: soon\n", "maintenance.vacuum_retention"),
     ("maintenance:\n  zorder:\n    gold/nope: [user_id]\n", "maintenance.zorder"),
+    ("maintenance:\n  every: 0 seconds\n", "maintenance.every"),
+    ("maintenance:\n  every: nightly\n", "maintenance.every"),
 ])
 def test_bad_values_name_the_key_and_the_file(tmp_path: Path, overlay: str, key: str) -> None:
     with pytest.raises(ConfigError) as error:
@@ -132,3 +138,51 @@ def test_file_listings_are_as_wide_as_the_shuffles_unless_the_configuration_says
     """Spark's default of 10,000 tasks per listing made VACUUM of a small table take 20-30 s."""
     settings = load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
     assert session_conf(settings)["spark.sql.sources.parallelPartitionDiscovery.parallelism"] == tasks
+
+
+def test_submit_json_gives_the_parts_a_scheduler_takes_and_the_same_command(tmp_path: Path) -> None:
+    settings = load_settings(env="local", conf_dir=REPO / "conf", landing="/data/in",
+                             lakehouse="/data/lh")
+    command = submit_command(settings, "all", spark_submit="spark-submit", maintain=True)
+    document = json.loads(command.as_json({"PYSPARK_PYTHON": "/opt/py"}))
+    assert document["application"] == str(REPO / "jobs" / "all.py")
+    assert document["application_args"][-1] == "--maintain"
+    assert document["application_args"][:2] == ["--env", "local"]
+    assert document["packages"].split(",")[0].startswith("io.delta:delta-spark_2.13:4.0.")
+    assert {k: document["conf"][k] for k in DELTA_CONF} == DELTA_CONF
+    assert document["env"] == {"PYSPARK_PYTHON": "/opt/py"}
+    assert (document["lakehouse"], document["layers"]) == ("/data/lh",
+                                                            ["bronze", "silver", "gold"])
+    # the same spark-submit as the shell form, part for part
+    argv = document["argv"]
+    assert argv == submit_argv(settings, "all", spark_submit="spark-submit", maintain=True)
+    assert argv[argv.index("--packages") + 1] == document["packages"]
+    assert argv[-len(document["application_args"]) - 1:] == [document["application"],
+                                                             *document["application_args"]]
+    maintenance = submit_command(settings, "maintain")
+    assert maintenance.application.endswith("/jobs/maintain.py") and maintenance.layers == (
+        "bronze", "silver", "gold")
+    assert Path(maintenance.application).is_file()
+    with pytest.raises(ValueError, match="--maintain goes with the all job"):
+        submit_command(settings, "silver", maintain=True)
+
+
+def test_maintenance_is_due_when_never_done_or_its_interval_has_passed() -> None:
+    now = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
+    day = timedelta(days=1)
+    assert due({"silver/a": None, "gold/b": now - day, "gold/c": now - day + timedelta(seconds=1),
+                "bronze/d": now - 3 * day}, now, day) == ["silver/a", "gold/b", "bronze/d"]
+    assert due({}, now, day) == []
+
+
+@pytest.mark.parametrize(("job", "overlay", "said"), [
+    ("all", "", None),
+    ("silver", "", "goes with `all` (not silver)"),
+    ("all", "streaming:\n  trigger: processing-time=1 minute\n", "does not end"),
+    ("all", "maintenance:\n  vacuum_retention: 24 hours\n", "keeps at least 7 days"),
+])
+def test_maintenance_after_the_layers_is_refused_where_it_cannot_be_safe(
+        tmp_path: Path, job: str, overlay: str, said: str | None) -> None:
+    settings = load_settings(env="local", conf_dir=conf_dir(tmp_path, overlay))
+    problem = maintain_problem(job, settings)
+    assert problem is None if said is None else said in (problem or ""), problem

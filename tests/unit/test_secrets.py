@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
@@ -159,8 +160,10 @@ def test_run_job_logs_the_command_redacted(tmp_path: Path) -> None:
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     fake = bin_dir / "medallion"
-    fake.write_text("#!/bin/sh\nprintf '%s\\n' "
-                    f"\"true --conf 'spark.hadoop.fs.s3a.secret.key={SECRET}' --password {SECRET}\"\n")
+    job = {"lakehouse": str(tmp_path / "lakehouse"), "layers": ["bronze"], "env": {},
+           "argv": ["true", "--conf", f"spark.hadoop.fs.s3a.secret.key={SECRET}", "--password",
+                    SECRET]}
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(job)}\nEOF\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     python = bin_dir / "python"
     python.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} \"$@\"\n")

@@ -219,7 +219,7 @@ def exact_only(value: Column, number: Column, target: SqlType) -> Column:
     instead of stored changed."""
     if target.name in INTEGRAL:
         places = 0
-    elif target.is_decimal:
+    elif target.is_decimal and target.scale is not None:
         places = target.scale
     else:
         return value
