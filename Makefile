@@ -51,9 +51,10 @@ soak: setup ## SIGKILL runs at random instants: 2 x SOAK_KILLS kills per seed ov
 test-unit: setup ## run the unit tests only (pure Python: they start no JVM)
 	$(BIN)/pytest -q tests/unit
 
-lint: setup ## ruff and mypy
+lint: setup ## ruff and mypy (against the oldest and the newest Python the package supports)
 	$(BIN)/ruff check medallion jobs tests
-	$(BIN)/mypy
+	$(BIN)/mypy --python-version 3.10
+	$(BIN)/mypy --python-version 3.13
 
 bench: setup ## benchmark each layer on 1M generated events against plain Spark
 	$(BIN)/python -m tests.benchmarks.bench_pipeline
