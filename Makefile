@@ -39,7 +39,7 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup s3proxy kafka-jars chromium ## run the test suite (unit, integration, reliability, operations)
+test: setup s3proxy kafka-jars chromium airflow-venv ## run the test suite (unit, integration, reliability, operations)
 	$(BIN)/pytest -q --durations=20
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
@@ -51,8 +51,8 @@ soak: setup ## SIGKILL runs at random instants: 2 x SOAK_KILLS kills per seed ov
 test-unit: setup ## run the unit tests only (pure Python: they start no JVM)
 	$(BIN)/pytest -q tests/unit
 
-lint: setup ## ruff and mypy
-	$(BIN)/ruff check medallion jobs tests
+lint: setup ## ruff (with Airflow's rules on the DAG) and mypy
+	$(BIN)/ruff check medallion jobs tests infra/scheduling
 	$(BIN)/mypy
 
 bench: setup ## benchmark each layer on 1M generated events against plain Spark
