@@ -2,8 +2,8 @@
 
 Airflow and its Spark provider live in ``.airflow-venv`` (``make airflow-venv``; ``make test``
 builds it first), apart from the project's venv; the DAG folder is parsed there in a process of
-its own (tests/operations/airflow_dagbag.py), as Airflow's dag-processor parses it, with
-``MEDALLION_HOME`` this checkout. What each DAG's task would run is compared with what the real
+its own (tests/operations/airflow_dagbag.py), as Airflow's dag-processor parses it, the project
+being this checkout. What each DAG's task would run is compared with what the real
 ``medallion submit-cmd all --maintain --pipeline NAME --format json`` prints for that pipeline.
 """
 
@@ -29,21 +29,24 @@ SUBMIT_OPTIONS = f"--conf spark.executor.memory=3g --wheel {WHEEL}"
 
 def environment(tmp_path: Path, **medallion: str) -> dict[str, str]:
     """This process's environment without its Airflow and medallion settings, then a fresh
-    ``AIRFLOW_HOME``, the Spark connection, and ``medallion``'s (``MEDALLION_HOME`` and the rest)."""
+    ``AIRFLOW_HOME``, the Spark connection, and the ``MEDALLION_*`` given."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("AIRFLOW", "MEDALLION_"))}
     return {**env, "AIRFLOW_HOME": str(tmp_path / "airflow"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_MEDALLION_SPARK": MASTER,
-            "MEDALLION_HOME": str(REPO), **medallion}
+            "AIRFLOW_CONN_MEDALLION_SPARK": MASTER, **medallion}
 
 
-def parse_dags(tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
-    """The DAG file, copied into a DAG folder as a user installs it, parsed by Airflow."""
+def parse_dags(tmp_path: Path, env: dict[str, str], *, link: bool = False) -> dict[str, Any]:
+    """The DAG file, put into a DAG folder as a user installs it (linked, or copied), parsed by
+    Airflow."""
     assert AIRFLOW_PYTHON.is_file(), "no Airflow venv: `make airflow-venv` builds it"
     dags = tmp_path / "dags"
     dags.mkdir(exist_ok=True)
-    shutil.copy(DAG_FILE, dags / DAG_FILE.name)
+    if link:  # docs/operations.md's way: the project is then the checkout the link leads to
+        (dags / DAG_FILE.name).symlink_to(DAG_FILE)
+    else:
+        shutil.copy(DAG_FILE, dags / DAG_FILE.name)
     output = tmp_path / "dagbag.json"
     done = subprocess.run([str(AIRFLOW_PYTHON), str(DAGBAG), str(dags), str(output)], env=env,
                           capture_output=True, text=True, timeout=300)
@@ -78,7 +81,7 @@ def test_each_declared_pipeline_has_a_dag_submitting_its_all_maintain_job(tmp_pa
                       MEDALLION_LAKEHOUSE=str(tmp_path / "lakehouse"),
                       MEDALLION_LANDING=str(tmp_path / "landing"),
                       MEDALLION_SUBMIT_OPTIONS=SUBMIT_OPTIONS)
-    report = parse_dags(tmp_path, env)
+    report = parse_dags(tmp_path, env, link=True)  # no MEDALLION_HOME: the link's checkout
     assert report["import_errors"] == {}
     # conf/pipelines/events.yaml and orders.yaml
     assert sorted(report["dags"]) == ["medallion_events", "medallion_orders"]
@@ -123,7 +126,7 @@ def test_each_declared_pipeline_has_a_dag_submitting_its_all_maintain_job(tmp_pa
 def test_a_configuration_that_does_not_load_is_the_dag_files_import_error(tmp_path: Path) -> None:
     secret = "Do-not-show-me-1234"
     report = parse_dags(tmp_path, environment(
-        tmp_path, MEDALLION_ENV="nosuchenv",
+        tmp_path, MEDALLION_HOME=str(REPO), MEDALLION_ENV="nosuchenv",
         MEDALLION_SUBMIT_OPTIONS=f"--conf spark.hadoop.fs.s3a.secret.key={secret}"))
     assert report["dags"] == {}
     [(path, error)] = report["import_errors"].items()
