@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo airflow-venv s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -39,7 +39,7 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup s3proxy kafka-jars chromium ## run the test suite (unit, integration, reliability, operations)
+test: setup s3proxy kafka-jars chromium airflow-venv ## run the test suite (unit, integration, reliability, operations)
 	$(BIN)/pytest -q --durations=20
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
@@ -51,8 +51,8 @@ soak: setup ## SIGKILL runs at random instants: 2 x SOAK_KILLS kills per seed ov
 test-unit: setup ## run the unit tests only (pure Python: they start no JVM)
 	$(BIN)/pytest -q tests/unit
 
-lint: setup ## ruff and mypy (against the oldest and the newest Python the package supports)
-	$(BIN)/ruff check medallion jobs tests
+lint: setup ## ruff (Airflow's rules on the DAG too) and mypy against the oldest and newest Python
+	$(BIN)/ruff check medallion jobs tests infra/scheduling
 	$(BIN)/mypy --python-version 3.10
 	$(BIN)/mypy --python-version 3.13
 
@@ -94,6 +94,20 @@ kafka-demo: setup ## publish sample events to the local broker and run them to g
 	$(BIN)/medallion produce --events 5000 --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
 	$(BIN)/medallion run all --read-from kafka --bootstrap-servers 127.0.0.1:$(KAFKA_PORT)
 	$(BIN)/medallion show --limit 10
+
+# ---- Airflow: the DAG's own venv (its test imports infra/scheduling/medallion_dag.py there) -----
+AIRFLOW_VENV := .airflow-venv
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+
+# Not in .venv: Airflow's pins (pandas 3, the Spark provider's pyspark-client) clash with the
+# project's. Every version is pinned in the requirements file (Airflow's constraints, offline).
+$(AIRFLOW_STAMP): infra/scheduling/airflow-requirements.txt
+	rm -rf $(AIRFLOW_VENV)
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --disable-pip-version-check -r infra/scheduling/airflow-requirements.txt
+	touch $@
+
+airflow-venv: $(AIRFLOW_STAMP) ## install Airflow 3 and its Spark provider in .airflow-venv (for the DAG's test)
 
 # ---- S3: the local S3-compatible server, and the buckets of an environment ------------------
 S3PROXY_STAMP := infra/s3proxy/lib/.resolved

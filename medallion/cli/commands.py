@@ -4,9 +4,10 @@ call the library, print what its user needs."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
-from typing import TextIO
+from typing import Any, TextIO
 
 from medallion.config.model import Metastore
 from medallion.errors import ConfigError
@@ -447,7 +448,7 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
 
 def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
     from medallion.config.load import check_spark_setting
-    from medallion.ops.submit import format_command, submit_command, submit_env
+    from medallion.ops.submit import format_command, pipeline_commands, submit_command, submit_env
 
     extra = {}
     for item in args.conf:
@@ -468,11 +469,19 @@ def _submit_cmd(args: argparse.Namespace, settings: Settings) -> int:
         if problem:
             print(f"medallion: submit-cmd --maintain: {problem}", file=sys.stderr)
             return 2
-    command = submit_command(settings, args.job, master=args.master, wheel=args.wheel,
-                             jobs_dir=args.jobs_dir, spark_submit=args.spark_submit,
-                             extra_conf=extra, trigger=args.trigger,
-                             pipelines=args.pipeline or (), maintain=args.maintain)
+    options: dict[str, Any] = {
+        "master": args.master, "wheel": args.wheel, "jobs_dir": args.jobs_dir,
+        "spark_submit": args.spark_submit, "extra_conf": extra, "trigger": args.trigger,
+        "maintain": args.maintain}
     env = submit_env()
+    if args.per_pipeline:
+        commands = pipeline_commands(settings, args.job, **options)
+        if args.format == "json":
+            print(json.dumps({name: c.as_dict(env) for name, c in commands.items()}, indent=1))
+        else:
+            print("\n".join(format_command(c.argv(), env) for c in commands.values()))
+        return 0
+    command = submit_command(settings, args.job, pipelines=args.pipeline or (), **options)
     print(command.as_json(env) if args.format == "json" else format_command(command.argv(), env))
     return 0
 

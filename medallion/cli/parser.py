@@ -284,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "every one)")
     submit.add_argument("--maintain", action="store_true",
                         help="the all job maintains the tables that are due after its layers")
+    submit.add_argument("--per-pipeline", action="store_true",
+                        help="one command per declared pipeline (or per --pipeline named), each "
+                             "running that pipeline alone; json: an object of them by pipeline")
     submit.add_argument("--format", choices=["shell", "json"], default="shell",
                         help="shell (default): one command line; json: its parts, for a scheduler")
     return parser

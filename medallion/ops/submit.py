@@ -57,15 +57,19 @@ class SubmitCommand:
             argv += ["--py-files", self.py_files]
         return [*argv, self.application, *self.application_args]
 
-    def as_json(self, env: Mapping[str, str]) -> str:
+    def as_dict(self, env: Mapping[str, str]) -> dict[str, Any]:
         """The fields, the environment, and the argument vector, for tools (secrets redacted as
         in :func:`format_command`)."""
-        return json.dumps({
+        return {
             "application": self.application, "application_args": list(self.application_args),
             "name": self.name, "master": self.master, "packages": ",".join(self.packages),
             "conf": dict(self.conf), "py_files": self.py_files, "spark_submit": self.spark_submit,
             "env": dict(env), "lakehouse": self.lakehouse, "layers": list(self.layers),
-            "argv": redact_argv(self.argv())}, indent=1)
+            "argv": redact_argv(self.argv())}
+
+    def as_json(self, env: Mapping[str, str]) -> str:
+        """:meth:`as_dict` as a JSON document."""
+        return json.dumps(self.as_dict(env), indent=1)
 
 
 def submit_command(settings: Settings, job: str, *, master: str | None = None,
@@ -111,6 +115,15 @@ def submit_command(settings: Settings, job: str, *, master: str | None = None,
         application=str(Path(jobs_dir or DEFAULT_JOBS_DIR) / f"{job}.py"),
         application_args=tuple(args), lakehouse=settings.paths.lakehouse,
         layers=JOB_LAYERS[job])
+
+
+def pipeline_commands(settings: Settings, job: str, **options: Any) -> dict[str, SubmitCommand]:
+    """One spark-submit of ``job`` per pipeline of ``settings``, by name (``submit-cmd
+    --per-pipeline``): each is the command ``submit-cmd JOB --pipeline NAME`` prints, so a
+    scheduler asks once for every pipeline's job (:func:`submit_command` for ``options``)."""
+    return {pipeline.name: submit_command(settings.only([pipeline.name]), job,
+                                          pipelines=[pipeline.name], **options)
+            for pipeline in settings.pipelines}
 
 
 def submit_argv(settings: Settings, job: str, **options: Any) -> list[str]:

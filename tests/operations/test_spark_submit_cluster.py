@@ -118,7 +118,7 @@ def test_pipeline_through_spark_submit_on_a_standalone_cluster_matches_local(
     on_cluster = dataclasses.replace(
         settings, paths=Paths(settings.paths.landing, str(tmp_path / "cluster-lakehouse")))
 
-    # As cron and the Airflow DAG do: infra/scheduling/run-job.sh asks `medallion submit-cmd` for
+    # As cron does: infra/scheduling/run-job.sh asks `medallion submit-cmd` for
     # the command line and runs it. The team's configuration folder holds the events pipeline
     # alone: the job must load it, not the project's conf/ (which declares orders too).
     conf_dir = copy_base_conf(tmp_path / "team-conf")

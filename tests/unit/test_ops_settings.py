@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from medallion.cli.main import main
 from medallion.errors import ConfigError
 from medallion.ops.maintenance import due, maintain_problem
 from medallion.ops.submit import format_command, submit_argv, submit_command
@@ -165,6 +166,29 @@ def test_submit_json_gives_the_parts_a_scheduler_takes_and_the_same_command(tmp_
     assert Path(maintenance.application).is_file()
     with pytest.raises(ValueError, match="--maintain goes with the all job"):
         submit_command(settings, "silver", maintain=True)
+
+
+def test_per_pipeline_gives_each_pipeline_the_command_its_own_submit_cmd_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """What a scheduler asks once (infra/scheduling/medallion_dag.py) is, pipeline by pipeline,
+    what ``submit-cmd all --maintain --pipeline NAME`` prints."""
+    common = ["all", "--maintain", "--conf-dir", str(REPO / "conf"), "--landing", "/data/in",
+              "--lakehouse", "/data/lh", "--spark-submit", "spark-submit", "--conf", "spark.a=b"]
+
+    def printed(*options: str) -> str:
+        assert main(["submit-cmd", *common, *options]) == 0
+        return capsys.readouterr().out
+
+    jobs = json.loads(printed("--per-pipeline", "--format", "json"))
+    assert list(jobs) == ["events", "orders"]  # conf/pipelines/*.yaml, in name order
+    for name, job in jobs.items():
+        assert job == json.loads(printed("--pipeline", name, "--format", "json"))
+        assert job["application_args"][-3:] == ["--pipeline", name, "--maintain"]
+        assert job["conf"]["spark.a"] == "b"
+    assert printed("--per-pipeline").splitlines() == [
+        printed("--pipeline", "events").strip(), printed("--pipeline", "orders").strip()]
+    only = json.loads(printed("--per-pipeline", "--pipeline", "orders", "--format", "json"))
+    assert list(only) == ["orders"] and only["orders"] == jobs["orders"]
 
 
 def test_maintenance_is_due_when_never_done_or_its_interval_has_passed() -> None:
