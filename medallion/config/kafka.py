@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from medallion.config.jvm import connector_release_problem, spark_version
 from medallion.config.model import KafkaProtocol, KafkaSecurity, KafkaSettings
 from medallion.config.reader import ENV_NAME, SettingsReader, boolean, shown
 from medallion.config.yamlfiles import Origins
@@ -77,10 +78,11 @@ def _connector_version(source: Origins, kafka: Mapping[str, Any]) -> str | None:
     value = kafka.get("connector_version")
     if value is None:
         return None
-    if not isinstance(value, str) or not re.match(r"^4\.0\.\d+$", value.strip()):
-        raise ConfigError("kafka.connector_version", source.of("kafka.connector_version"),
-                          f"must be a Spark 4.0.x release like 4.0.0, or null, got {value!r}")
-    return value.strip()
+    problem = (connector_release_problem(value.strip()) if isinstance(value, str)
+               else f"must be a Spark release like {spark_version()}, or null, got {value!r}")
+    if problem:
+        raise ConfigError("kafka.connector_version", source.of("kafka.connector_version"), problem)
+    return str(value).strip()
 
 _STORE_TYPES = ("JKS", "PKCS12", "PEM")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from medallion.config.durations import parse_duration_seconds
+from medallion.config.jvm import package_problem
 from medallion.config.kafka import kafka_settings
 from medallion.config.model import (
     DEFAULT_ENV,
@@ -299,7 +300,7 @@ def read_settings(
     ):
         raise ConfigError("spark.packages", source.of("spark.packages"),
                           "must be a list of Maven coordinates group:artifact:version")
-    _check_hadoop_aws(packages, source.of("spark.packages"))
+    _check_packages(packages, source.of("spark.packages"))
     spark_conf = spark_section.get("conf", {}) or {}
     if not isinstance(spark_conf, Mapping):
         raise ConfigError("spark.conf", source.of("spark.conf"), "must be a mapping")
@@ -477,24 +478,11 @@ def _maintenance(reader: SettingsReader) -> MaintenanceSettings:
     )
 
 
-def bundled_hadoop_version() -> str | None:
-    """The Hadoop version of the installed pyspark (hadoop-aws must match it exactly)."""
-    from importlib.util import find_spec
-
-    # Found, not imported: commands that never start Spark (status, show, ...) skip PySpark.
-    spec = find_spec("pyspark")
-    if spec is None or spec.origin is None:  # pragma: no cover - pyspark is a dependency
-        return None
-    jars = Path(spec.origin).resolve().parent / "jars"
-    for jar in jars.glob("hadoop-client-api-*.jar"):
-        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
-    return None
-
-def _check_hadoop_aws(packages: list[str], source: str) -> None:
-    hadoop = bundled_hadoop_version()
+def _check_packages(packages: list[str], source: str) -> None:
+    """Refuse a pinned package that does not fit the installed pyspark and delta-spark (Delta's
+    jar for another Spark line, hadoop-aws of another Hadoop, a Spark module of another release)
+    before any JVM starts: the wrong jar fails only later, deep in a run, if at all."""
     for coordinate in packages:
-        group, artifact, version = coordinate.split(":")
-        if (group, artifact) == ("org.apache.hadoop", "hadoop-aws") and hadoop and version != hadoop:
-            raise ConfigError("spark.packages", source,
-                              f"{coordinate} does not match the Hadoop {hadoop} that pyspark ships; "
-                              f"use org.apache.hadoop:hadoop-aws:{hadoop}")
+        problem = package_problem(coordinate)
+        if problem:
+            raise ConfigError("spark.packages", source, problem)

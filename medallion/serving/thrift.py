@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from medallion.config.jvm import thriftserver_packages
 from medallion.config.model import ThriftAuth, ThriftSettings
 from medallion.project import Settings
 
@@ -177,20 +178,6 @@ def tls_conf(thrift: ThriftSettings, password: str) -> dict[str, str]:
     return {"hive.server2.use.SSL": "true", "hive.server2.keystore.path": str(thrift.keystore),
             "hive.server2.keystore.password": password,
             "hive.ssl.protocol.blacklist": SSL_PROTOCOL_BLACKLIST}
-
-
-def thriftserver_packages() -> tuple[str, ...]:
-    """Maven coordinates of the Thrift server's jars when the installed pyspark lacks them.
-
-    pyspark's wheel ships ``spark-hive`` and ``spark-hive-thriftserver`` today (4.0.x); should a
-    build leave them out, they are resolved from Maven Central at the installed pyspark version.
-    """
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    wanted = ("spark-hive_2.13", "spark-hive-thriftserver_2.13")
-    missing = [name for name in wanted if not any(jars.glob(f"{name}-*.jar"))]
-    return tuple(f"org.apache.spark:{name}:{pyspark.__version__}" for name in missing)
 
 
 def with_thriftserver_packages(settings: Settings) -> Settings:

@@ -1,5 +1,6 @@
 """The JVM packages a session needs (Delta, the Kafka connector, those configured), resolved
-from Maven Central through Ivy once and remembered as a manifest of jar paths."""
+from Maven Central through Ivy once and remembered as a manifest of jar paths. Every coordinate
+is derived from the installed pyspark and delta-spark in :mod:`medallion.config.jvm`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from medallion.config import jvm
+from medallion.config.jvm import delta_coordinate
 from medallion.project import Settings
 from medallion.spark.s3a import s3_packages
 
@@ -17,10 +20,9 @@ log = logging.getLogger(__name__)
 
 
 def delta_packages(extra: tuple[str, ...] = ()) -> list[str]:
-    """Maven coordinates of the Delta jar matching the installed delta-spark, plus ``extra``."""
-    from importlib.metadata import version
-
-    packages = [f"io.delta:delta-spark_2.13:{version('delta-spark')}"]
+    """Maven coordinates of the Delta jar for the installed delta-spark and Spark line, plus
+    ``extra``."""
+    packages = [delta_coordinate()]
     return packages + [p for p in extra if p not in packages]
 
 
@@ -123,12 +125,9 @@ def jvm_packages(settings: Settings, extra: tuple[str, ...] = ()) -> list[str]:
 
 
 def kafka_connector(settings: Settings) -> str:
-    """Maven coordinate of Spark's Kafka connector: at ``kafka.connector_version`` if set, else
-    at the installed pyspark version."""
-    from importlib.metadata import version
-
-    release = settings.kafka.connector_version or version("pyspark")
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{release}"
+    """Maven coordinate of Spark's Kafka connector: at ``kafka.connector_version`` if set (a
+    release of the installed Spark line, checked by the loader), else at the installed pyspark's."""
+    return jvm.kafka_connector(settings.kafka.connector_version)
 
 
 def kafka_packages(settings: Settings) -> tuple[str, ...]:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from importlib.metadata import version
 
 from pyspark.sql import SparkSession
 
-from medallion.config.load import bundled_hadoop_version
+from medallion.config.jvm import dynamodb_log_store, hadoop_aws
 from medallion.config.model import DeltaLogStore, S3Settings, SseAlgorithm
 from medallion.project import Settings
 
 log = logging.getLogger(__name__)
 
-HADOOP_AWS = "org.apache.hadoop:hadoop-aws"
 DEFAULT_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 SINGLE_DRIVER_LOG_STORE = "io.delta.storage.S3SingleDriverLogStore"
@@ -43,11 +41,11 @@ def s3_packages(settings: Settings) -> list[str]:
     """
     packages: list[str] = []
     configured = {tuple(p.split(":")[:2]) for p in settings.spark.packages}
-    hadoop = bundled_hadoop_version()
-    if hadoop and ("org.apache.hadoop", "hadoop-aws") not in configured:
-        packages.append(f"{HADOOP_AWS}:{hadoop}")
+    derived = hadoop_aws()
+    if derived and ("org.apache.hadoop", "hadoop-aws") not in configured:
+        packages.append(derived)
     if settings.s3.delta_log_store is DeltaLogStore.DYNAMODB:
-        packages.append(f"io.delta:delta-storage-s3-dynamodb:{version('delta-spark')}")
+        packages.append(dynamodb_log_store())
     return packages
 
 

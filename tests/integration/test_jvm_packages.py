@@ -1,7 +1,7 @@
 """JVM packages resolve on a fresh machine, whatever else lives in ``~/.m2``.
 
 The machine this reproduces: a Maven build (S3Proxy's, say) left ``~/.m2/repository`` holding
-slf4j-api 2.0.16's pom but not its jar, and the Ivy cache is empty. Spark's default Ivy chain
+slf4j-api's pom but not its jar, and the Ivy cache is empty. Spark's default Ivy chain
 "finds" slf4j-api in ``~/.m2``, fails to fetch its jar, and no session with the Kafka connector
 (which depends on it) can start. The project's own Ivy settings consult Maven Central alone.
 """
@@ -11,23 +11,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from medallion.config.jvm import kafka_connector
 from medallion.project import load_settings
 from medallion.spark.packages import IVY_HOME_ENV, jvm_packages, resolved_jars
 from tests.conftest import REPO
 
-SLF4J = "org/slf4j/slf4j-api/2.0.16"
+# the slf4j-api the Kafka connector of the installed Spark brings (through kafka-clients)
+SLF4J_VERSION = "2.0.13"
+SLF4J = f"org/slf4j/slf4j-api/{SLF4J_VERSION}"
+KAFKA_JAR = f"org.apache.spark_{kafka_connector().split(':')[1]}-{version('pyspark')}.jar"
 
 
 def _home_with_a_pom_without_its_jar(home: Path) -> None:
     folder = home / ".m2" / "repository" / SLF4J
     folder.mkdir(parents=True)
-    (folder / "slf4j-api-2.0.16.pom").write_text(
+    (folder / f"slf4j-api-{SLF4J_VERSION}.pom").write_text(
         "<project><modelVersion>4.0.0</modelVersion><groupId>org.slf4j</groupId>"
-        "<artifactId>slf4j-api</artifactId><version>2.0.16</version></project>\n",
+        f"<artifactId>slf4j-api</artifactId><version>{SLF4J_VERSION}</version></project>\n",
         encoding="utf-8")
 
 
@@ -47,12 +52,12 @@ def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poiso
     assert done.returncode == 0, output[-3000:]
     assert "JVM packages ready" in done.stdout
     jars = {p.name for p in (home / ".ivy2.5.2" / "jars").iterdir()}
-    assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.0.jar" in jars
-    assert "org.slf4j_slf4j-api-2.0.16.jar" in jars  # fetched from Central, not "found" in ~/.m2
+    assert KAFKA_JAR in jars
+    assert f"org.slf4j_slf4j-api-{SLF4J_VERSION}.jar" in jars  # fetched from Central, not "found" in ~/.m2
     assert "local-m2-cache" not in output
     # the pom in ~/.m2 is still alone: resolution neither read nor wrote the Maven repository
     assert sorted(p.name for p in (home / ".m2" / "repository" / SLF4J).iterdir()) == [
-        "slf4j-api-2.0.16.pom"]
+        f"slf4j-api-{SLF4J_VERSION}.pom"]
 
     # Both sets the runs ask for start from what set-up recorded, without Ivy: a Kafka run's
     # (the same packages, in its own order) and a files-only run's (the same less the connector).
@@ -66,4 +71,4 @@ def test_a_session_with_the_kafka_connector_starts_from_empty_caches_and_a_poiso
     for packages in (files_only, with_kafka):
         jars = resolved_jars(packages)
         assert jars is not None, packages
-        assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.0.jar" in {Path(j).name for j in jars}
+        assert KAFKA_JAR in {Path(j).name for j in jars}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,9 @@ def test_kafka_source_adds_the_connector_and_its_options(tmp_path: Path) -> None
     settings = _load(tmp_path, "kafka:\n  max_offsets_per_trigger: 50\n",
                      read_from="kafka", kafka_bootstrap="127.0.0.1:1234")
     assert settings.uses_kafka
-    assert kafka_packages(settings) == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",)
+    # at the installed Spark's own release
+    assert kafka_packages(settings) == (
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}",)
     assert [s.topics for s in settings.kafka_sources()] == [("medallion.events",)]
     assert settings.kafka.max_offsets_per_trigger == 50
     assert kafka_client_options(settings.kafka) == {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from datetime import datetime, timedelta, timezone
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,10 @@ from medallion.project import load_settings
 from medallion.spark.session import DELTA_CONF, counts_state_rows, session_conf
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
+
+# Delta's jar for the installed Spark line (tests/unit/test_jvm_coordinates.py checks the name)
+DELTA_JAR = (f"io.delta:delta-spark_{'.'.join(version('pyspark').split('.')[:2])}_2.13:"
+             f"{version('delta-spark')}")
 
 
 def conf_dir(tmp_path: Path, overlay: str) -> Path:
@@ -110,7 +115,7 @@ def test_submit_command_carries_the_packages_the_settings_and_the_entry_point(tm
                        pipelines=["events"])
     assert argv[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
     packages = argv[argv.index("--packages") + 1].split(",")
-    assert packages[0].startswith("io.delta:delta-spark_2.13:4.0.") and packages[1] == "org.example:extra:1.0"
+    assert packages[:2] == [DELTA_JAR, "org.example:extra:1.0"]
     confs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
     assert {k: confs[k] for k in DELTA_CONF} == DELTA_CONF
     assert confs["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
@@ -149,7 +154,7 @@ def test_submit_json_gives_the_parts_a_scheduler_takes_and_the_same_command(tmp_
     assert document["application"] == str(REPO / "jobs" / "all.py")
     assert document["application_args"][-1] == "--maintain"
     assert document["application_args"][:2] == ["--env", "local"]
-    assert document["packages"].split(",")[0].startswith("io.delta:delta-spark_2.13:4.0.")
+    assert document["packages"].split(",")[0] == DELTA_JAR
     assert {k: document["conf"][k] for k in DELTA_CONF} == DELTA_CONF
     assert document["env"] == {"PYSPARK_PYTHON": "/opt/py"}
     assert (document["lakehouse"], document["layers"]) == ("/data/lh",

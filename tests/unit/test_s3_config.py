@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -67,16 +68,21 @@ def test_dynamodb_log_store_for_several_writers(tmp_path: Path) -> None:
     assert conf["spark.delta.logStore.s3a.impl"] == "io.delta.storage.S3DynamoDBLogStore"
     assert conf["spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName"] == "commits"
     assert conf["spark.io.delta.storage.S3DynamoDBLogStore.ddb.region"] == "eu-west-1"
-    assert "io.delta:delta-storage-s3-dynamodb:4.0.1" in s3_packages(settings)  # type: ignore[arg-type]
+    assert f"io.delta:delta-storage-s3-dynamodb:{version('delta-spark')}" in s3_packages(
+        settings)  # type: ignore[arg-type]
 
 
 def test_hadoop_aws_matches_pysparks_hadoop(tmp_path: Path) -> None:
+    import pyspark
+
+    [client] = (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar")
+    hadoop = client.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
     settings = _load(tmp_path, {})
-    assert s3_packages(settings) == ["org.apache.hadoop:hadoop-aws:3.4.1"]  # type: ignore[arg-type]
+    assert s3_packages(settings) == [f"org.apache.hadoop:hadoop-aws:{hadoop}"]  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as error:
         _load(tmp_path, {"spark": {"packages": ["org.apache.hadoop:hadoop-aws:3.3.4"]}}, env="old")
     assert "spark.packages" in str(error.value) and "old.yaml" in str(error.value)
-    assert "hadoop-aws:3.4.1" in str(error.value)
+    assert f"hadoop-aws:{hadoop}" in str(error.value)
 
 
 @pytest.mark.parametrize(("overlay", "key"), [
