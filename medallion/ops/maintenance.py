@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -207,28 +208,40 @@ def delete_old_state(spark: SparkSession, checkpoint: str, retain: int) -> int:
     ``retain``, and the SST files only they used; how many files went.
 
     Each store (per operator, partition and store name) is cleaned by Spark's own
-    ``RocksDBFileManager.deleteOldVersions``, what its maintenance thread calls. A checkpoint
-    without state, or with another provider's state, is left as it is.
+    ``RocksDBFileManager.deleteOldVersions``, what its maintenance thread calls, with the
+    session's state store settings (codec, the checksum files Spark 4.1+ writes beside each
+    state file). A checkpoint without state, or with another provider's state, is left as it is.
     """
     if retain < 1:
         raise ValueError(f"at least the newest state version must be kept, got {retain}")
     if not path_exists(spark, f"{checkpoint}/state"):
         return 0
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     local = tempfile.mkdtemp(prefix="medallion-state-")  # where the manager unzips metadata
     deleted = 0
     try:
         for store in _rocksdb_stores(spark, f"{checkpoint}/state"):
             before = _count_files(spark, store)
-            manager = jvm.org.apache.spark.sql.execution.streaming.state.RocksDBFileManager(
-                store, jvm.java.io.File(local), hadoop_conf, "lz4", "medallion maintain")
-            manager.deleteOldVersions(retain, 0)
+            # every version past the newest ``retain``, with no cap per call, none required
+            _state_file_manager(spark, store, local).deleteOldVersions(retain, -1, 0)
             deleted += before - _count_files(spark, store)
     finally:
         shutil.rmtree(local, ignore_errors=True)
     return deleted
+
+
+def _state_file_manager(spark: SparkSession, store: str, local: str) -> Any:
+    """Spark's ``RocksDBFileManager`` for the store folder ``store``, made as a RocksDB state
+    store of this session makes it (Spark 4.2: with the store's settings and whether state
+    files carry checksum files)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    state = jvm.org.apache.spark.sql.execution.streaming.state
+    conf = state.StateStoreConf.apply(spark._jsparkSession.sessionState().conf())
+    return state.RocksDBFileManager(
+        store, jvm.java.io.File(local), spark.sparkContext._jsc.hadoopConfiguration(),
+        conf.compressionCodec(), "medallion maintain", conf,
+        conf.checkpointFileChecksumEnabled(),
+        jvm.scala.Some(conf.fileChecksumThreadPoolSize()))
 
 
 def _rocksdb_stores(spark: SparkSession, folder: str, depth: int = 0) -> Iterator[str]:
