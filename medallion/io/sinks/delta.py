@@ -197,7 +197,8 @@ def committed_txn_version(spark: SparkSession, path: str, app_id: str) -> int:
 
     Delta keeps these (per app id, the newest version) in the table's snapshot to skip replayed
     writes; it has no public API for them, so this reads the snapshot through the JVM
-    (delta-spark 4.0: ``DeltaLog.update(stalenessAcceptable, checkIfUpdatedSinceTs, table)``).
+    (``DeltaLog.update(stalenessAcceptable, checkIfUpdatedSinceTs, catalogTable)``, the same
+    from delta-spark 4.0 to 4.4).
     """
     if not DeltaTable.isDeltaTable(spark, path):
         return -1
