@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import stat
@@ -209,6 +210,32 @@ def package_jars(settings: Settings) -> list[str]:
     return cache.read_text(encoding="utf-8").split()
 
 
+# ``jackson-databind-2.21.2.jar``, ``org.apache.parquet_parquet-hadoop-1.16.0.jar`` (Ivy's name:
+# the group, "_", then what Maven calls it): the artifact is what comes before the version.
+_JAR_NAME = re.compile(r"(?:[\w.]+?_)?(?P<artifact>[\w.-]+?)-\d+(?:\.\d+)+[^/]*\.jar")
+
+
+def _artifact(jar: str) -> str | None:
+    match = _JAR_NAME.fullmatch(Path(jar).name)
+    return match.group("artifact") if match else None
+
+
+def not_shipped_by_spark(jars: list[str]) -> list[str]:
+    """``jars`` less those of an artifact pyspark ships a jar of (at whatever version).
+
+    Delta 4.4's dependencies (its kernel, the Unity Catalog client) bring Jackson 2.13, Parquet
+    1.16 and Hadoop's client jars beside Spark 4.2's own Jackson 2.21 and Parquet 1.17. Before
+    Spark's jars, Jackson 2.13 made Jackson's Scala module refuse to load and with it every
+    Spark error class ("Could not initialize class org.apache.spark.SparkThrowableHelper$" for
+    each statement). A session sees Spark's copies first (its packages come after Spark's
+    jars); so does the Thrift server this way."""
+    import pyspark
+
+    shipped = {_artifact(jar.name) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    shipped.discard(None)
+    return [jar for jar in jars if _artifact(jar) not in shipped]
+
+
 def read_state(settings: Settings) -> ThriftServer | None:
     """The server recorded for this lakehouse, if its process is still alive."""
     state = run_dir(settings) / STATE_FILE
@@ -241,9 +268,10 @@ def serve(settings: Settings, port: int | None = None) -> int:
     # Client sessions run on threads whose class loader is Hive's (the application class path):
     # the jars of spark.jars.packages must be on the driver's class path itself, or a session
     # opened with a database (`jdbc:hive2://.../default`, beeline's and DBeaver's way) cannot
-    # load DeltaCatalog.
+    # load DeltaCatalog. That class path puts them before Spark's own jars, so those Spark ships
+    # itself are left out (see not_shipped_by_spark).
     classpath = [settings.spark.conf.get("spark.driver.extraClassPath", ""),
-                 *package_jars(settings)]
+                 *not_shipped_by_spark(package_jars(settings))]
     extra = {**server_conf(settings, chosen),
              "spark.driver.extraClassPath": ":".join(p for p in classpath if p)}
     # The catalog is prepared below, after TLS is set: HiveServer2 reuses the Hive session state

@@ -185,3 +185,26 @@ def test_cli_refuses_a_port_that_is_no_tcp_port(
               "--landing", str(tmp_path / "l")])
     assert caught.value.code == 2
     assert "--port" in capsys.readouterr().err
+
+
+def test_the_servers_class_path_leaves_out_what_spark_ships_itself() -> None:
+    """The packages' jars go before Spark's on the server's class path: a second, older copy of
+    something Spark ships (Delta's kernel brings Jackson 2.13 beside Spark's own) would be the
+    one loaded, and Jackson's Scala module refuses it."""
+    import pyspark
+
+    spark_jars = {p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    assert any(name.startswith("jackson-databind-") for name in spark_jars)
+    ivy = "/ivy/jars/"
+    jars = [f"{ivy}io.delta_delta-spark_4.2_2.13-4.4.0.jar",
+            f"{ivy}com.fasterxml.jackson.core_jackson-databind-2.13.5.jar",
+            f"{ivy}org.apache.parquet_parquet-hadoop-1.16.0.jar",
+            f"{ivy}org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar",
+            f"{ivy}com.github.luben_zstd-jni-1.5.7-3.jar",
+            f"{ivy}org.apache.hadoop_hadoop-aws-3.5.0.jar",
+            f"{ivy}software.amazon.awssdk_bundle-2.35.4.jar"]
+    assert thrift.not_shipped_by_spark(jars) == [
+        f"{ivy}io.delta_delta-spark_4.2_2.13-4.4.0.jar",
+        f"{ivy}org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar",
+        f"{ivy}org.apache.hadoop_hadoop-aws-3.5.0.jar",
+        f"{ivy}software.amazon.awssdk_bundle-2.35.4.jar"]
