@@ -77,7 +77,7 @@ def resolved_jars(packages: list[str]) -> list[str] | None:
     """The local jars ``packages`` resolved to at an earlier session start, if all still exist.
 
     Handing these to Spark spares every later start Ivy's resolution (seconds of start-up, its
-    report on the console, and 600 MB of jars copied into a scratch folder); a missing file
+    report on the console, and 800 MB of jars copied into a scratch folder); a missing file
     means resolving again. A set resolved together with more packages serves too: set-up
     resolves the Kafka connector with the rest, and a run without Kafka uses those jars (the
     smallest such set, so a Thrift server's extra jars stay out of a pipeline run's JVM).

@@ -343,7 +343,7 @@ def _session_plan(settings: Settings, extra_conf: dict[str, str] | None,
         packages = []  # spark-submit resolved what it was given
     elif known_jars and SparkContext._gateway is None and _local_master(settings, submitted):
         # On the class path of the JVM about to start, not in spark.jars: a local executor copies
-        # every spark.jars file into its temporary folder at each start (600 MB with the AWS SDK
+        # every spark.jars file into its temporary folder at each start (800 MB with the AWS SDK
         # bundle), which costs seconds and, when a run is killed, stays behind in /tmp.
         class_path = known_jars
     elif known_jars:
