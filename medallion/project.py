@@ -19,6 +19,7 @@ from medallion.config.model import (
     CatalogSettings,
     KafkaPublish,
     KafkaSettings,
+    LineageSettings,
     MaintenanceSettings,
     Paths,
     QualitySettings,
@@ -57,6 +58,7 @@ class Settings:
     s3: S3Settings = S3Settings()
     state_store: StateStoreSettings = StateStoreSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    lineage: LineageSettings = LineageSettings()
     # What the engine runs: every pipeline of <conf_dir>/pipelines, with the environment's
     # overlays, validated (never empty once loaded by load_settings).
     pipelines: tuple[PipelineSpec, ...] = ()
@@ -229,7 +231,7 @@ def load_settings(
         state_store=engine.state_store,
         maintenance=replace(engine.maintenance, zorder={
             key: decl.doc.zorder for key, decl in tables.items() if decl.doc.zorder}),
-        pipelines=pipelines)
+        lineage=engine.lineage, pipelines=pipelines)
 
 
 def declared_tables(pipelines: tuple[PipelineSpec, ...]) -> dict[str, TableDecl]:

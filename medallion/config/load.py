@@ -22,6 +22,7 @@ from typing import Any
 from medallion.config.durations import parse_duration_seconds
 from medallion.config.jvm import package_problem
 from medallion.config.kafka import kafka_settings
+from medallion.config.lineage import read_lineage
 from medallion.config.model import (
     DEFAULT_ENV,
     ENV_VAR_CONF_DIR,
@@ -34,6 +35,7 @@ from medallion.config.model import (
     LOOPBACK_HOSTS,
     CatalogSettings,
     KafkaSettings,
+    LineageSettings,
     MaintenanceSettings,
     Metastore,
     Paths,
@@ -78,6 +80,7 @@ class EngineSettings:
     s3: S3Settings
     state_store: StateStoreSettings
     maintenance: MaintenanceSettings
+    lineage: LineageSettings
 
 
 def default_conf_dir() -> Path:
@@ -271,7 +274,7 @@ def read_settings(
 
     reader = SettingsReader(tree, source)
     known_sections = ("paths", "spark", "streaming", "sources", "catalog", "thrift", "quality",
-                      "kafka", "s3", "state_store", "maintenance")
+                      "kafka", "s3", "state_store", "maintenance", "lineage")
     for key in tree:
         if key not in known_sections:
             raise ConfigError(key, source.of(key),
@@ -339,7 +342,8 @@ def read_settings(
         env=env, conf_dir=directory, paths=paths, spark=spark, streaming=streaming,
         quality=parse_quality(tree, source.of), catalog=_catalog_settings(reader, paths, spark),
         thrift=_thrift_settings(reader), read_from=read_from, kafka=kafka_settings(reader, source),
-        s3=read_s3(reader, source), state_store=_state_store(reader), maintenance=_maintenance(reader))
+        s3=read_s3(reader, source), state_store=_state_store(reader), maintenance=_maintenance(reader),
+        lineage=read_lineage(reader))
     return settings, reader
 
 

@@ -1,5 +1,5 @@
 """The engine's settings as typed, frozen objects: paths, Spark, streaming, catalog, Thrift, Kafka,
-S3, state store, maintenance and quality, each with its defaults.
+S3, state store, maintenance, quality and lineage, each with its defaults.
 
 What a pipeline declares is in :mod:`medallion.pipeline.model`; :mod:`medallion.project` holds
 both together.
@@ -271,3 +271,29 @@ class QualitySettings:
     """The data-quality gates as a whole: on or off (the expectations are the tables' own)."""
 
     enabled: bool = True
+
+
+class LineageTransport(str, Enum):
+    """Where the OpenLineage listener sends its events; ``none``: no listener at all."""
+
+    NONE = "none"
+    FILE = "file"  # one JSON event a line, appended to a file on the driver's machine
+    HTTP = "http"  # POSTed to an OpenLineage endpoint (Marquez's, or any that speaks the API)
+
+
+DEFAULT_LINEAGE_NAMESPACE = "medallion"
+
+
+@dataclass(frozen=True)
+class LineageSettings:
+    """OpenLineage events of every session: off unless a transport is chosen."""
+
+    transport: LineageTransport = LineageTransport.NONE
+    path: str | None = None  # file: an absolute local path
+    url: str | None = None  # http: http(s)://host[:port][/path]
+    namespace: str = DEFAULT_LINEAGE_NAMESPACE  # the namespace of the jobs the events name
+
+    @property
+    def enabled(self) -> bool:
+        """Whether sessions get the listener (and its jar)."""
+        return self.transport is not LineageTransport.NONE

@@ -2,9 +2,9 @@
 
 The command carries everything the session factory would otherwise add (Delta jar and extra
 packages, Delta's extension and catalog, the state store and its bounds, shuffle partitions, the
-configured Spark settings), so the job behaves the same under spark-submit on a cluster as under
-``medallion run``; and it passes the resolved environment, configuration folder and paths to the
-job's entry point.
+configured Spark settings, the OpenLineage listener when lineage is on), so the job behaves the
+same under spark-submit on a cluster as under ``medallion run``; and it passes the resolved
+environment, configuration folder and paths to the job's entry point.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from medallion.project import Settings
 from medallion.redact import quote_command, redact_argv
+from medallion.spark.lineage import lineage_conf
 from medallion.spark.packages import jvm_packages, resolution_conf
 from medallion.spark.session import BASE_CONF, DELTA_CONF, state_store_conf
 
@@ -97,8 +98,8 @@ def submit_command(settings: Settings, job: str, *, master: str | None = None,
         "spark.sql.warehouse.dir": f"{settings.paths.lakehouse}/_catalog",
         **settings.spark.conf,
         **DELTA_CONF,
-        **(extra_conf or {}),
     }
+    conf = {**conf, **lineage_conf(settings, pipelines, configured=conf), **(extra_conf or {})}
     args = ["--env", settings.env, "--conf-dir", settings.conf_dir,
             "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse]
     if trigger:

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from medallion.config import jvm
 from medallion.config.jvm import delta_coordinate
 from medallion.project import Settings
+from medallion.spark.lineage import lineage_packages
 from medallion.spark.s3a import s3_packages
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,10 @@ def record_jars(packages: list[str], jars: list[str]) -> None:
 
 def jvm_packages(settings: Settings, extra: tuple[str, ...] = ()) -> list[str]:
     """Every Maven coordinate a session of ``settings`` asks for: Delta, ``spark.packages``,
-    S3A (and the DynamoDB log store if configured), the Kafka connector when Kafka is used."""
-    extras = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings), *extra)
+    S3A (and the DynamoDB log store if configured), the Kafka connector when Kafka is used, the
+    OpenLineage listener when lineage is on."""
+    extras = (*settings.spark.packages, *s3_packages(settings), *kafka_packages(settings),
+              *lineage_packages(settings), *extra)
     return delta_packages(tuple(dict.fromkeys(extras)))
 
 

@@ -26,6 +26,7 @@ from medallion.config.model import Metastore
 from medallion.io.catalog import check_catalog_free, prepare_catalog
 from medallion.project import Settings
 from medallion.spark.jvm_archive import ArchivePlan, archive_plan
+from medallion.spark.lineage import lineage_conf
 from medallion.spark.packages import (
     jvm_packages,
     remember_jars,
@@ -132,7 +133,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
 
     The interactive SQL shell is launched with exactly these, so it sees what the jobs see.
     """
-    return {
+    conf = {
         **resolution_conf(),
         **BASE_CONF,
         **state_store_conf(settings),
@@ -148,6 +149,7 @@ def session_conf(settings: Settings) -> dict[str, str]:
         **settings.spark.conf,
         **DELTA_CONF,
     }
+    return {**conf, **lineage_conf(settings, configured=conf)}
 
 
 # Warnings the Hive metastore logs on every Delta table it is given, none of them a fault: Delta

@@ -3,10 +3,12 @@ hold everything once; neither fails inside the JVM on Derby's metastore, which i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from medallion.config.model import Trigger
+from medallion.config.model import Paths, Trigger
 from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import lakehouse_tables
 from medallion.project import Settings
@@ -73,16 +75,14 @@ def _tagged_conf(folder: Path, tag: str) -> Path:
     return folder
 
 
-def _tagged_commits(settings: Settings) -> dict[str, list[int]]:
-    """Per tag, the commit times (ms) of every Spark commit so tagged, in every declared table."""
-    found: dict[str, list[int]] = {}
+def _commits_since(settings: Settings, start_ms: int) -> list[tuple[int, str]]:
+    """``(time in ms, userMetadata)`` of every commit since ``start_ms`` to every table."""
+    found = []
     for spec in lakehouse_tables(settings):
         path = spec.path(settings)
-        if not Path(path, "_delta_log").is_dir():
-            continue
-        for commit in DeltaTable(path).history():
-            if commit.get("userMetadata"):
-                found.setdefault(commit["userMetadata"], []).append(int(commit["timestamp"]))
+        if Path(path, "_delta_log").is_dir():
+            found += [(int(c["timestamp"]), str(c.get("userMetadata") or ""))
+                      for c in DeltaTable(path).history() if int(c["timestamp"]) >= start_ms]
     return found
 
 
@@ -97,8 +97,12 @@ def test_a_scheduled_run_and_a_maintenance_started_together_never_write_at_once(
     bursts = [GenerateSpec(events=300, files=2, users=20, burst=f"m{i}", seed=20 + i,
                            start=datetime(2025, 1, 27, 10 + i, 0, tzinfo=timezone.utc))
               for i in (1, 2)]
+    # the same landing into a second lakehouse, two runs, no maintenance: what the rows must be
+    alone = dataclasses.replace(settings, paths=Paths(settings.paths.landing,
+                                                      str(tmp_path / "alone")))
     generate_landing(landing, bursts[0])
     run_pipeline(spark, settings, RunTarget.ALL, Trigger())  # tables to maintain
+    run_pipeline(spark, alone, RunTarget.ALL, Trigger())
     generate_landing(landing, bursts[1])
 
     def start(tag: str, *command: str) -> subprocess.Popen[str]:
@@ -108,21 +112,28 @@ def test_a_scheduled_run_and_a_maintenance_started_together_never_write_at_once(
              "--landing", settings.paths.landing, "--lakehouse", settings.paths.lakehouse,
              "--wait", "900"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    jobs = {"run": start("run", "run", "all", "--maintain"), "maintain": start("maintain",
-                                                                               "maintain")}
+    started_ms = int(time.time() * 1000)
+    jobs = {"run": start("run", "run", "all", "--maintain"),
+            "maintain": start("maintain", "maintain", "--table", "silver/events")}
     outputs = {tag: job.communicate(timeout=1500)[0] for tag, job in jobs.items()}
     assert [job.returncode for job in jobs.values()] == [0, 0], outputs
     assert sum("waiting up to" in output for output in outputs.values()) == 1, outputs
+    # the run maintained, in its own job, the tables never maintained before (gold's at least,
+    # whichever job went first)
+    lines = outputs["run"].splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("table  ")
+                  and "files before" in line)
+    maintained = {line.split()[0] for line in lines[header + 2:] if line.strip()}
+    assert "gold/event_counts_5m" in maintained, outputs["run"]
 
-    commits = _tagged_commits(settings)
-    assert set(commits) == {"run", "maintain"}, commits  # both wrote
-    first, second = sorted(commits.values(), key=min)
+    # The maintenance process's commits carry its tag; the run's are its batches' (tagged by the
+    # engine for exactly-once), its monitoring appends and its own maintenance (tagged "run").
+    commits = _commits_since(settings, started_ms)
+    by_job = {"maintain": [t for t, tag in commits if tag == "maintain"],
+              "run": [t for t, tag in commits if tag != "maintain"]}
+    assert all(by_job.values()), by_job  # both wrote
+    first, second = sorted(by_job.values(), key=min)
     assert max(first) < min(second), "a commit of one job fell among the other's"
 
-    # the same bursts, two runs, no maintenance: the rows are the same
-    alone = make_settings(tmp_path / "alone")
-    generate_landing(Path(alone.paths.landing), bursts[0])
-    run_pipeline(spark, alone, RunTarget.ALL, Trigger())
-    generate_landing(Path(alone.paths.landing), bursts[1])
     run_pipeline(spark, alone, RunTarget.ALL, Trigger())
     assert snapshot(settings) == snapshot(alone)
