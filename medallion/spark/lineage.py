@@ -17,19 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from medallion.config.jvm import openlineage_listener
 from medallion.config.model import LineageTransport
 from medallion.project import Settings
 
-# The newest release on Maven Central with Spark 4.0 support (built for Scala 2.13); one jar,
-# no dependencies of its own (42 MB).
-OPENLINEAGE_PACKAGE = "io.openlineage:openlineage-spark_2.13:1.53.0"
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 EXTRA_LISTENERS = "spark.extraListeners"
 
 
 def lineage_packages(settings: Settings) -> tuple[str, ...]:
     """The listener's jar when lineage is on; else nothing."""
-    return (OPENLINEAGE_PACKAGE,) if settings.lineage.enabled else ()
+    return (openlineage_listener(),) if settings.lineage.enabled else ()
 
 
 def application_name(settings: Settings, pipelines: Sequence[str] = ()) -> str:
