@@ -230,7 +230,8 @@ def load_settings(
         kafka=replace(engine.kafka, publish=_kafka_publish(reader, tables)), s3=engine.s3,
         state_store=engine.state_store,
         maintenance=replace(engine.maintenance, zorder={
-            key: decl.doc.zorder for key, decl in tables.items() if decl.doc.zorder}),
+            key: decl.doc.zorder for key, decl in tables.items() if decl.doc.zorder}, cluster_by={
+            key: decl.doc.cluster_by for key, decl in tables.items() if decl.doc.cluster_by}),
         lineage=engine.lineage, pipelines=pipelines)
 
 

@@ -258,13 +258,14 @@ DEFAULT_VACUUM_RETENTION_HOURS = 168  # Delta's own default: 7 days
 
 @dataclass(frozen=True)
 class MaintenanceSettings:
-    """What ``medallion maintain`` does: OPTIMIZE with Z-ORDER, then VACUUM."""
+    """What ``medallion maintain`` does: OPTIMIZE (Z-ordered, or clustered), then VACUUM."""
 
     vacuum_retention_hours: int = DEFAULT_VACUUM_RETENTION_HOURS
     small_file_mb: int = 32  # files smaller than this count as small in the report
     every_seconds: int = 86400  # `run --maintain`: a table is maintained when this has passed
-    # table key -> columns, from the tables' declarations (`zorder`)
+    # table key -> columns, from the tables' declarations (`zorder`, `cluster_by`)
     zorder: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    cluster_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 @dataclass(frozen=True)
 class QualitySettings:

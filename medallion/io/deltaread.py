@@ -7,6 +7,13 @@ delta-rs's ``s3://`` with options from the ``s3`` settings), reads its log's fac
 commit, files, rows and a column's newest value from the per-file statistics), and reads columns
 into pyarrow. What the commands do with that is pure and lives with them.
 
+A table a column of which was widened in place (Delta's type widening, which the engine uses for a
+declaration that widens a column) has the reader feature ``typeWidening``, which delta-rs's own
+scan does not read yet. Its pyarrow dataset does, and is what reads such a table here
+(:func:`read_widened_tables`): the dataset takes the table's current schema, and pyarrow casts
+each file's older, narrower types to it (INT to BIGINT, a DECIMAL to a wider one, ...) as the
+feature asks of a reader; a cast it cannot make fails, it never changes a value.
+
 Credentials for S3 come from the standard AWS provider chain (environment, shared profile, SSO,
 web identity, container or instance role) as botocore resolves it, the same chain boto3 and the
 JVM's SDK use; they are handed to delta-rs in memory and never logged or printed. Failures become
@@ -31,6 +38,23 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
+
+
+TYPE_WIDENING = "typeWidening"
+
+
+def read_widened_tables() -> None:
+    """Let delta-rs's pyarrow datasets read tables with the ``typeWidening`` reader feature (see
+    the module's docstring): delta-rs checks a table's reader features against this set before
+    it builds a dataset, and itself adds to it the features it reads that way."""
+    from deltalake import table
+
+    table.SUPPORTED_READER_FEATURES.add(TYPE_WIDENING)
+
+
+def widened(table: DeltaTable) -> bool:
+    """Whether a column of the table was widened in place (its reader features say so)."""
+    return TYPE_WIDENING in (table.protocol().reader_features or ())
 
 
 class DeltaReadError(Exception):
@@ -128,6 +152,7 @@ class DeltaReader:
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaProtocolError, TableNotFoundError
 
+        read_widened_tables()
         where = self.location(path)
         label = name or path
         options = dict(where.options)
@@ -315,9 +340,13 @@ def read_columns(table: DeltaTable, columns: Sequence[str], name: str = "",
     """The named columns of the table's current version (an empty list: no column, every row).
 
     Read by delta-rs's own engine, which applies deletion vectors and column mapping; rows in no
-    particular order. ``predicate`` (DataFusion SQL) keeps only the rows matching it.
+    particular order. ``predicate`` (DataFusion SQL) keeps only the rows matching it. A table with
+    a widened column is read as a pyarrow dataset, which casts the older files' types (no
+    predicate then).
     """
     try:
+        if widened(table) and predicate is None:
+            return table.to_pyarrow_dataset().to_table(columns=list(columns))
         return arrow_table(table.scan(columns=list(columns), predicate=predicate))
     except Exception as exc:  # noqa: BLE001 - delta-rs and pyarrow raise many kinds
         raise DeltaReadError(f"{name}: cannot read the table's files: {one_line(exc)}") from None

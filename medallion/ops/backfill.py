@@ -67,7 +67,6 @@ from medallion.io.tables import (
     quarantine_of,
 )
 from medallion.ops.rebuilds import downstream, silver_tables
-from medallion.pipeline.evolution import state_definition
 from medallion.pipeline.kinds import OutputMode, SourceFormat, WindowKind
 from medallion.pipeline.model import SourceSpec
 from medallion.pipeline.spec import PipelineSpec
@@ -331,7 +330,7 @@ def backfill_gold(spark: SparkSession, settings: Settings, plan: Plan) -> dict[s
         # A range recomputed with another definition than the rest of the table was made with
         # would not fit beside it.
         check_declared_state(spark, gold.spec.key, gold.spec.checkpoint(settings),
-                             state_definition(gold.gold))
+                             gold.state_definition)
         ensure_table(spark, gold.spec, path)
         predicate = _predicate(_start_column(gold), plan.start, plan.end)
         closed = None  # a table updated in place (or a join's) keeps one row per key by MERGE

@@ -1,7 +1,9 @@
-"""``medallion maintain``: compact the tables (OPTIMIZE, Z-ORDER) and delete unneeded files (VACUUM).
+"""``medallion maintain``: compact the tables (OPTIMIZE, Z-ORDER or liquid clustering) and delete
+unneeded files (VACUUM).
 
-Streaming appends leave many small files; OPTIMIZE rewrites them into few large ones (clustered
-by the configured Z-ORDER columns, so filters skip files), and VACUUM deletes the files no table
+Streaming appends leave many small files; OPTIMIZE rewrites them into few large ones (ordered by
+the declared ``zorder`` columns, or clustered by the declared ``cluster_by`` columns, so filters
+skip files), and VACUUM deletes the files no table
 version within the retention period needs. A retention shorter than 7 days is refused unless the
 caller says so explicitly: a reader or a streaming query still on an older version, or a restart
 of a stream that is behind, would find its files gone.
@@ -12,6 +14,12 @@ them from a maintenance thread that first runs a minute after a query starts
 lives to see: without this, every batch of every run leaves its RocksDB snapshot and SST files
 in the checkpoint for good. The same Spark code deletes them here, with the same rule (keep the
 newest ``spark.sql.streaming.minBatchesToRetain`` versions).
+
+A table declared with ``cluster_by`` is clustered with Delta's liquid clustering: maintenance sets
+its clustering columns when they differ from the declared ones (``ALTER TABLE ... CLUSTER BY``, a
+change of metadata only: the streams reading the table carry on), and its OPTIMIZE clusters the
+files written since the last one (all of them, ``OPTIMIZE ... FULL``, when the columns changed).
+Z-ordering instead rewrites the whole table by its columns at each OPTIMIZE.
 """
 
 from __future__ import annotations
@@ -63,6 +71,14 @@ class TableMaintenance:
     files_removed_by_optimize: int
     files_deleted_by_vacuum: int
     state_files_deleted: int = 0  # of its query's checkpoint (old state versions)
+    cluster_by: tuple[str, ...] = ()
+
+    @property
+    def layout(self) -> str:
+        """``z-order a,b``, ``cluster by a,b``, or ``-`` (compaction only)."""
+        if self.cluster_by:
+            return "cluster by " + ",".join(self.cluster_by)
+        return "z-order " + ",".join(self.zorder) if self.zorder else "-"
 
 
 def check_retention(hours: int, allow_short: bool) -> None:
@@ -152,10 +168,37 @@ def tables_due(spark: SparkSession, settings: Settings, now: datetime) -> list[s
                timedelta(seconds=settings.maintenance.every_seconds))
 
 
+def _sql_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def clustering_columns(spark: SparkSession, path: str) -> tuple[str, ...]:
+    """The columns the Delta table at ``path`` is clustered by, as its log records them (none:
+    not clustered)."""
+    row = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").select("clusteringColumns").first()
+    return tuple(row[0] or ()) if row is not None else ()
+
+
+def apply_clustering(spark: SparkSession, key: str, path: str,
+                     declared: Sequence[str]) -> bool:
+    """Make the table's clustering columns the declared ones (Delta's ``ALTER TABLE ... CLUSTER
+    BY``; ``NONE`` when the declaration no longer clusters it); whether they changed."""
+    held = clustering_columns(spark, path)
+    if held == tuple(declared):
+        return False
+    columns = "(" + ", ".join("`" + c.replace("`", "``") + "`" for c in declared) + ")" \
+        if declared else "NONE"
+    spark.sql(f"ALTER TABLE {_sql_path(path)} CLUSTER BY {columns}")
+    log.info("%s: clustered by %s (was %s)", key, ", ".join(declared) or "nothing",
+             ", ".join(held) or "not clustered")
+    return True
+
+
 def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
              retention_hours: int | None = None, allow_short_retention: bool = False,
              optimize: bool = True, vacuum: bool = True) -> list[TableMaintenance]:
-    """OPTIMIZE (Z-ORDER where configured) then VACUUM each existing table; report file counts."""
+    """OPTIMIZE (Z-ordered or clustered where declared) then VACUUM each existing table; report
+    file counts."""
     hours = settings.maintenance.vacuum_retention_hours if retention_hours is None else retention_hours
     check_retention(hours, allow_short_retention)
     small = settings.maintenance.small_file_mb * 1024 * 1024
@@ -168,10 +211,15 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
         table = DeltaTable.forPath(spark, path)
         before = file_stats(spark, path, small)
         zorder = settings.maintenance.zorder.get(spec.key, ())
+        cluster_by = settings.maintenance.cluster_by.get(spec.key, ())
+        reclustered = apply_clustering(spark, spec.key, path, cluster_by)
         removed = 0
         if optimize:
-            builder = table.optimize()
-            report = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
+            if cluster_by:  # OPTIMIZE clusters a clustered table; FULL rewrites it all by new keys
+                report = spark.sql(f"OPTIMIZE {_sql_path(path)}{' FULL' if reclustered else ''}")
+            else:
+                builder = table.optimize()
+                report = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
             row = report.select("metrics.numFilesRemoved").first()
             removed = int(row[0] or 0) if row is not None else 0
         deleted = state_deleted = 0
@@ -180,7 +228,8 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
             state_deleted = delete_old_state(spark, spec.checkpoint(settings),
                                              state_versions_to_retain(spark))
         after = file_stats(spark, path, small)
-        done = TableMaintenance(spec.key, before, after, zorder, removed, deleted, state_deleted)
+        done = TableMaintenance(spec.key, before, after, zorder, removed, deleted, state_deleted,
+                                cluster_by)
         results.append(done)
         if optimize and vacuum:  # a whole maintenance: what `run --maintain` counts from
             write_text(spark, maintained_at_path(settings, spec.key), json.dumps({
@@ -287,14 +336,14 @@ def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
 
 
 _COLUMNS = ("table", "files before", "small before", "files after", "small after", "vacuumed",
-            "old state", "z-order")
+            "old state", "layout")
 
 
 def format_maintenance(results: Sequence[TableMaintenance]) -> str:
     """A fixed-width table of file counts before and after, one line per table."""
     rows = [(r.table, str(r.before.files), str(r.before.small_files), str(r.after.files),
              str(r.after.small_files), str(r.files_deleted_by_vacuum), str(r.state_files_deleted),
-             ",".join(r.zorder) or "-")
+             r.layout)
             for r in results]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]

@@ -23,9 +23,9 @@ from medallion.io.s3 import is_s3, parse_s3, s3_client
 from medallion.ops.rebuilds import downstream
 from medallion.pipeline.evolution import (
     DECLARATION_FILE,
-    differences,
     recompute_advice,
     schema_changes,
+    state_changes,
     state_definition,
 )
 from medallion.pipeline.spec import TableDecl
@@ -68,16 +68,19 @@ def verdict(table: str, declared: SqlType, held: SqlType | None,
     declared now (gold tables; None: no state recorded, or not a gold table)."""
     if held is None:
         return TablePlan(table, Verdict.NEW)
-    added, refused = schema_changes(declared, held)
+    changes = schema_changes(declared, held)
+    refused = list(changes.refused)
     if state_recorded is not None and state_declared is not None:
-        refused += [f"state: {change}" for change in differences(state_recorded, state_declared)]
+        refused += [f"state: {change}" for change in state_changes(state_recorded, state_declared)]
     if refused:
         return TablePlan(table, Verdict.NEEDS_REFRESH, tuple(refused),
                          f"medallion backfill {table} --full-refresh", tuple(rebuilds))
-    if added:
+    if changes.added or changes.widened:
         return TablePlan(table, Verdict.CARRIES_ON, tuple(
-            f"column {column.name} added (rows written before "
-            "hold null)" for column in added))
+            [f"column {w.name} widened from {w.held} to {w.declared} (in place)"
+             for w in changes.widened]
+            + [f"column {column.name} added (rows written before hold null)"
+               for column in changes.added]))
     return TablePlan(table, Verdict.UNCHANGED)
 
 
@@ -117,7 +120,8 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
     golds = {f"gold/{gold.name}": gold for pipeline in settings.pipelines for gold in pipeline.gold}
     feeds = downstream(settings)
     plans = []
-    for key, decl in declared_tables(settings.pipelines).items():
+    decls = declared_tables(settings.pipelines)
+    for key, decl in decls.items():
         layer, _, name = key.partition("/")
         table = house.open(settings.table_path(layer, name), key)
         held = None if table is None else from_schema_json(json.loads(table.schema().to_json()))
@@ -125,7 +129,8 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
         recorded = _recorded_state(settings, key) if gold is not None and table is not None \
             else None
         plans.append(verdict(key, declared_schema(decl), held, recorded,
-                             state_definition(gold) if gold is not None else None,
+                             state_definition(gold, decls[gold.input])
+                             if gold is not None else None,
                              [spec.key for spec in feeds.get(key, ())]))
     return plans
 

@@ -83,13 +83,15 @@ class ExpectationSpec:
 
 @dataclass(frozen=True)
 class TableDoc:
-    """What a table says about itself: catalog comments, the expectations that gate it, and the
-    columns ``medallion maintain`` Z-orders its files by (none: compaction only)."""
+    """What a table says about itself: catalog comments, the expectations that gate it, and how
+    ``medallion maintain`` lays out its files: Z-ordered by ``zorder``, or clustered by
+    ``cluster_by`` (Delta's liquid clustering; one or the other; none: compaction only)."""
 
     comment: str = ""
     column_comments: Mapping[str, str] = field(default_factory=dict)
     expectations: tuple[ExpectationSpec, ...] = ()
     zorder: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

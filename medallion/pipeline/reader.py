@@ -190,7 +190,8 @@ class DeclarationReader:
         return TableDoc(comment=self.text(section, "comment", "", prefix),
                         column_comments={str(k): str(v).strip() for k, v in comments.items()},
                         expectations=tuple(expectations),
-                        zorder=self.names(section, "zorder", prefix, default=()))
+                        zorder=self.names(section, "zorder", prefix, default=()),
+                        cluster_by=self.names(section, "cluster_by", prefix, default=()))
 
     def _expectation(self, table: str, name: str, entry: Any, key: str) -> ExpectationSpec | None:
         """One expectation; its type, severity and the shape of its arguments are checked here,

@@ -64,6 +64,7 @@ EXPECTATION: dict[str, Schema] = {
 DOC: dict[str, Schema] = {
     "comment": TEXT, "column_comments": mapping_of(TEXT),
     "expectations": mapping_of(section(EXPECTATION)), "zorder": NAMES,
+    "cluster_by": NAMES,
 }
 BRONZE: dict[str, Schema] = {"table": TEXT, **DOC}
 SOURCE: dict[str, Schema] = {

@@ -50,6 +50,12 @@ _ZONE_OFFSET = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}:\d{2})$")
 _COLUMN_KWARGS = ("column", "column_A", "column_B")
 _NEEDS_COLUMN = {AggregateFunction.SUM, AggregateFunction.MIN, AggregateFunction.MAX, AggregateFunction.AVG,
                  AggregateFunction.COUNT_DISTINCT, AggregateFunction.APPROX_COUNT_DISTINCT}
+# Delta's liquid clustering: how many columns, of which types, among how many first columns (the
+# ones ``delta.dataSkippingNumIndexedCols`` keeps statistics of by default).
+MAX_CLUSTERING_COLUMNS = 4
+CLUSTERABLE_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE",
+                               "DECIMAL", "STRING", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ"})
+STATS_COLUMNS = 32
 _NUMERIC_ONLY = {AggregateFunction.SUM, AggregateFunction.AVG}
 
 
@@ -97,9 +103,36 @@ class _Checker:
         except StepNotFound as exc:
             raise self.fail(key, str(exc)) from None
 
+    def clustering(self, key: str, doc: TableDoc, table: TableDecl) -> None:
+        """``cluster_by``: Delta's liquid clustering takes up to 4 columns of a type its file
+        statistics cover, among the first 32 (those it keeps statistics of), and excludes
+        Z-ordering."""
+        if not doc.cluster_by:
+            return
+        where = f"{key}.cluster_by"
+        if doc.zorder:
+            raise self.fail(where, "a table is either clustered (cluster_by) or Z-ordered "
+                                   "(zorder), not both: Delta refuses to Z-order a clustered table")
+        self.columns_exist(where, doc.cluster_by, table.column_names, f"the columns of {table.key}")
+        if len(doc.cluster_by) > MAX_CLUSTERING_COLUMNS:
+            raise self.fail(where, f"{len(doc.cluster_by)} columns; Delta clusters by at most "
+                                   f"{MAX_CLUSTERING_COLUMNS}")
+        for column in doc.cluster_by:
+            position = table.column_names.index(column)
+            kind = table.column_type(column)
+            if kind is None or kind.name not in CLUSTERABLE_TYPES:
+                raise self.fail(where, f"column {column} is {kind}; Delta clusters by columns of "
+                                       f"type {', '.join(sorted(CLUSTERABLE_TYPES))} only")
+            if position >= STATS_COLUMNS:
+                raise self.fail(where, f"column {column} is column {position + 1} of "
+                                       f"{table.key}; Delta keeps the statistics clustering "
+                                       f"needs of the first {STATS_COLUMNS} only")
+
     def doc(self, key: str, doc: TableDoc, table: TableDecl) -> None:
-        """Column comments, Z-order columns and expectation arguments name columns of the table."""
+        """Column comments, Z-order and clustering columns and expectation arguments name columns
+        of the table."""
         self.columns_exist(f"{key}.zorder", doc.zorder, table.column_names, f"the columns of {table.key}")
+        self.clustering(key, doc, table)
         for column in doc.column_comments:
             self.columns_exist(f"{key}.column_comments.{column}", [column], table.column_names,
                                f"the comments of {table.key}")

@@ -1,10 +1,12 @@
 """A team changes its pipeline's declaration after the tables were made, as teams do.
 
-A column added to a silver table is added to the table (rows written before hold null there). A
+A column added to a silver table is added to the table (rows written before hold null there); a
+column widened (INT to BIGINT) is widened in place, and the gold tables streaming from it carry
+on unless their state holds the column in another type. A
 gold table whose windows or aggregates changed is refused, naming what changed, since its state was
 made by the declaration before; the other gold tables run, a range backfill of it is refused as the
 run is, and a full refresh of it gives what a fresh lakehouse gives. A silver column dropped or
-retyped is refused before anything of the batch is read, and the declaration put back carries on
+narrowed is refused before anything of the batch is read, and the declaration put back carries on
 with nothing lost. A gold table taken out of the declaration is warned of at each run. None of it
 ends in Delta's "A schema mismatch detected", in Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE,
 or in a table that holds windows of two sizes side by side.
@@ -156,8 +158,9 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
     original = pipeline.read_text(encoding="utf-8")
     for change, said in (
             (("      line_no: {type: INT, required: true}",
-              "      line_no: {type: BIGINT, required: true}"),
-             "column line_no is INT in the table and BIGINT in the declaration"),
+              "      line_no: {type: SMALLINT, required: true}"),
+             "column line_no is INT in the table and SMALLINT in the declaration, which is not a "
+             "wider type of it"),
             (UNIT_CENTS[::-1], "the table has column unit_cents, which the declaration no "
                                "longer has")):
         _edit(pipeline, change)
@@ -185,3 +188,88 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
                     "gold.store_sessions (to remove it: DROP TABLE gold.store_sessions with "
                     f"medallion sql --engine spark, then delete {lakehouse}/gold/store_sessions, and "
                     f"{lakehouse}/_checkpoints/gold/store_sessions where it is there)"], said
+
+
+QUANTITY_BIGINT = ("      quantity:\n        type: INT\n", "      quantity:\n        type: BIGINT\n")
+TOTAL_OF_BIGINT = ("expr: try_cast(quantity AS INT)", "expr: try_cast(quantity AS BIGINT)")
+LINE_TOTAL_WIDER = ("        type: DECIMAL(18,2)\n        expr: try_cast(quantity",
+                    "        type: DECIMAL(20,2)\n        expr: try_cast(quantity")
+
+
+def _type_of(spark: SparkSession, settings: Settings, key: str, column: str) -> str:
+    schema = spark.read.format("delta").load(f"{settings.paths.lakehouse}/{key}").schema
+    return str(schema[column].dataType.simpleString())
+
+
+@pytest.mark.timeout(900)
+def test_a_widened_silver_column_carries_on_in_place_and_gold_streams_on_from_it(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = copy_base_conf(tmp_path / "conf")
+    (conf / "pipelines" / "events.yaml").unlink()
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    pipeline = conf / "pipelines" / "orders.yaml"
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    shutil.copytree(SAMPLES, landing)
+    run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
+                 monitor=False)
+    before = _rows(spark, _settings(conf, landing, lakehouse), "silver/order_lines", "*")
+
+    # quantity INT -> BIGINT, and a line no INT holds (it would be quarantined as out of range).
+    _edit(pipeline, QUANTITY_BIGINT, TOTAL_OF_BIGINT)
+    _land(landing, "2026-03-03.csv", "o40,1,s1,p1,3000000000,0.01,2026-03-03,09:00:00",
+          "o40,2,s1,p2,2,5.50,2026-03-03,09:10:00")
+    paths = ["--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    capsys.readouterr()
+    assert main(["plan", *paths]) == 0
+    planned = capsys.readouterr().out
+    for said in ("silver/order_lines             carries on",
+                 "column quantity widened from INT to BIGINT (in place)",
+                 "gold/category_revenue_1h       unchanged",  # sum(INT) and sum(BIGINT): BIGINT
+                 "gold/store_sessions            unchanged"):
+        assert said in planned, planned
+    widened = _settings(conf, landing, lakehouse)
+    runs = {run.table: run for run in run_pipeline(spark, widened, RunTarget.ALL, Trigger(),
+                                                   monitor=False)}
+    assert runs["gold/category_revenue_1h"].batches >= 1, runs
+    assert _type_of(spark, widened, "silver/order_lines", "quantity") == "bigint"
+    after = _rows(spark, widened, "silver/order_lines", "*")
+    assert [row for row in after if row[0] != "o40"] == before  # rows before read as they were
+    assert ("o40", 1, 3000000000) in _rows(spark, widened, "silver/order_lines", "order_id",
+                                           "line_no", "quantity")
+    # Gold carried on from its state: what a fresh lakehouse with the new declaration gives.
+    fresh = _settings(conf, landing, tmp_path / "fresh")
+    run_pipeline(spark, fresh, RunTarget.ALL, Trigger(), monitor=False)
+    typed = ("order_id", "line_no", "quantity", "unit_price", "line_total", "ordered_at", "city")
+    assert _rows(spark, widened, "silver/order_lines", *typed) == \
+        _rows(spark, fresh, "silver/order_lines", *typed)
+    for key in ("gold/category_revenue_1h", "gold/store_sessions"):
+        assert _rows(spark, widened, key, "*") == _rows(spark, fresh, key, "*"), key
+    assert max(units for *_, units in _rows(spark, widened, "gold/category_revenue_1h",
+                                            "window_start", "units")) >= 3000000000
+    # The fast path (delta-rs, DuckDB) reads the widened table (files written with INT, and with
+    # BIGINT) as Spark does, and analysts' `medallion sql` answers from it.
+    frame = spark.read.format("delta").load(f"{lakehouse}/silver/order_lines")
+    assert assert_engines_agree(spark, widened, "SELECT * FROM silver.order_lines", frame) > 0
+    capsys.readouterr()
+    assert main(["sql", "SELECT sum(quantity) AS units FROM silver.order_lines", "--format",
+                 "csv", *paths]) == 0
+    assert capsys.readouterr().out.split() == [
+        "units", str(sum(row[1] for row in _rows(spark, widened, "silver/order_lines",
+                                                  "order_id", "quantity")))]
+
+    # line_total DECIMAL(18,2) -> (20,2): silver widens, but the gold tables' states hold its
+    # sum as DECIMAL(28,2): they cannot carry on from it.
+    _edit(pipeline, LINE_TOTAL_WIDER)
+    capsys.readouterr()
+    assert main(["plan", *paths]) == 4
+    planned = capsys.readouterr().out
+    for said in ("column line_total widened from DECIMAL(18,2) to DECIMAL(20,2) (in place)",
+                 "gold/category_revenue_1h       needs a full refresh",
+                 'state: types.revenue: "DECIMAL(28,2)" -> "DECIMAL(30,2)"'):
+        assert said in planned, planned
+    _land(landing, "2026-03-04.csv", "o41,1,s2,p3,1,2.00,2026-03-04,09:00:00")
+    with pytest.raises(RunIncomplete) as refused:
+        run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
+                     monitor=False)
+    assert 'types.revenue: "DECIMAL(28,2)" -> "DECIMAL(30,2)"' in str(refused.value)
+    assert _type_of(spark, widened, "silver/order_lines", "line_total") == "decimal(20,2)"

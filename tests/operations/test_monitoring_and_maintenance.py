@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -18,7 +20,7 @@ from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS, RUN_OUTCOMES
 from medallion.ops.maintenance import RetentionError, check_retention, maintain
 from medallion.ops.status import collect_status
-from medallion.project import Settings
+from medallion.project import Settings, load_settings
 from medallion.samples.generate import GenerateSpec, generate_landing
 from tests.conf_support import copy_base_conf
 from tests.conftest import REPO
@@ -178,3 +180,63 @@ def test_maintain_prints_its_table_and_nothing_else(spark: SparkSession, setting
     # files before, small before, files after, small after, vacuumed (the first files kept: the
     # default retention is 7 days)
     assert line.split()[:6] == [SILVER_QUARANTINE.key, "2", "2", "1", "1", "0"]
+
+
+def _logged_clustering(table: Path) -> list[list[str]] | None:
+    """The clustering columns the table's Delta log records last (its ``delta.clustering``
+    domain), read from the commit files themselves; None when no commit records any."""
+    found = None
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text(encoding="utf-8").splitlines():
+            action = json.loads(line)
+            domain = action.get("domainMetadata")
+            if domain and domain["domain"] == "delta.clustering":
+                found = [] if domain.get("removed") else \
+                    json.loads(domain["configuration"])["clusteringColumns"]
+    return found
+
+
+@pytest.mark.timeout(900)
+def test_maintain_clusters_a_table_by_its_declared_columns_and_streams_carry_on(
+        spark: SparkSession, tmp_path: Path) -> None:
+    conf = copy_base_conf(tmp_path / "conf")
+    (conf / "pipelines" / "events.yaml").unlink()
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    overlay = conf / "pipelines" / "orders.local.yaml"
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    shutil.copytree(REPO / "samples" / "landing", landing)
+
+    def settings_now(cluster_by: str) -> Settings:
+        overlay.write_text(f"silver:\n  order_lines:\n    cluster_by: {cluster_by}\n"
+                           if cluster_by else "{}\n", encoding="utf-8")
+        return load_settings(env="local", conf_dir=conf, landing=str(landing),
+                             lakehouse=str(lakehouse))
+
+    settings = settings_now("[store_id, ordered_at]")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger(), monitor=False)
+    table = lakehouse / "silver" / "order_lines"
+    rows = sorted(spark.read.format("delta").load(str(table)).collect())
+    assert _logged_clustering(table) is None  # a run does not cluster: maintenance does
+
+    result, = maintain(spark, settings, ["silver/order_lines"])
+    assert result.layout == "cluster by store_id,ordered_at"
+    assert _logged_clustering(table) == [["store_id"], ["ordered_at"]]
+    assert sorted(spark.read.format("delta").load(str(table)).collect()) == rows
+
+    # The gold queries streaming from it carry on over the change of its layout.
+    (landing / "orders" / "2026-03-05.csv").write_text(
+        "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time\n"
+        "o50,1,s1,p1,2,10.00,2026-03-05,09:00:00\n", encoding="utf-8")
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger(),
+                                                   monitor=False)}
+    assert runs["gold/category_revenue_1h"].batches >= 1 and runs["gold/store_sessions"].batches
+    assert spark.read.format("delta").load(str(table)).where("order_id = 'o50'").count() == 1
+
+    # Other columns declared: reclustered by them; none: clustering taken off.
+    result, = maintain(spark, settings_now("[city]"), ["silver/order_lines"])
+    assert result.layout == "cluster by city"
+    assert _logged_clustering(table) == [["city"]]
+    result, = maintain(spark, settings_now(""), ["silver/order_lines"])
+    assert result.layout == "-"
+    assert _logged_clustering(table) == []
+    assert spark.read.format("delta").load(str(table)).count() == len(rows) + 1

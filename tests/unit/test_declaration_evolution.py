@@ -5,9 +5,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from medallion.pipeline.evolution import differences, schema_changes, state_definition
+import pytest
+
+from medallion.pipeline.evolution import (
+    differences,
+    schema_changes,
+    state_changes,
+    state_definition,
+    widens,
+)
+from medallion.pipeline.kinds import AggregateFunction, Layer, OutputMode, TableRole, WindowKind
 from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.model import GoldSpec, JoinSpec, TableDoc, WindowSpec
+from medallion.pipeline.model import (
+    AggregateSpec,
+    Field,
+    GoldSpec,
+    JoinSpec,
+    TableDoc,
+    WindowSpec,
+)
+from medallion.pipeline.spec import TableDecl
 from medallion.pipeline.types import SqlType, from_schema_json, parse_type
 from tests.conftest import REPO
 
@@ -58,15 +75,17 @@ def test_a_join_change_is_named_but_not_its_right_filter() -> None:
 def test_added_columns_are_placed_and_dropped_or_retyped_ones_refused() -> None:
     held = columns("id STRING, qty INT, Price DECIMAL(10,2)")
     declared = columns("id STRING, note STRING, qty INT, price DECIMAL(10,2), cents BIGINT")
-    added, refused = schema_changes(declared, held)  # 'Price' is 'price': Delta's names
-    assert refused == []
+    changes = schema_changes(declared, held)  # 'Price' is 'price': Delta's names
+    added = changes.added
+    assert changes.refused == [] and changes.widened == []
     assert [(c.ddl(), c.name) for c in added] == [
         ("`note` STRING AFTER `id`", "note"), ("`cents` BIGINT AFTER `price`", "cents")]
     assert added[0].ddl("the buyer's note") == "`note` STRING COMMENT 'the buyer\\'s note' AFTER `id`"
-    retyped = columns("id STRING, qty BIGINT")
-    assert schema_changes(retyped, held) == ([], [
-        "column qty is INT in the table and BIGINT in the declaration",
-        "the table has column Price, which the declaration no longer has"])
+    retyped = columns("id STRING, qty SMALLINT")
+    assert schema_changes(retyped, held).refused == [
+        "column qty is INT in the table and SMALLINT in the declaration, which is not a wider "
+        "type of it",
+        "the table has column Price, which the declaration no longer has"]
 
 
 def test_a_field_added_to_a_struct_is_added_in_place_at_any_depth() -> None:
@@ -75,8 +94,9 @@ def test_a_field_added_to_a_struct_is_added_in_place_at_any_depth() -> None:
     declared = columns("id STRING, device STRUCT<OS: STRING, model: STRING, version: STRING>, "
                        "items ARRAY<STRUCT<qty: INT, sku: STRING, box: STRUCT<w: INT>>>, "
                        "tags MAP<STRING, STRUCT<a: INT, b: STRING>>")
-    added, refused = schema_changes(declared, held)
-    assert refused == []
+    changes = schema_changes(declared, held)
+    added = changes.added
+    assert changes.refused == []
     assert [c.ddl() for c in added] == [
         "`device`.`model` STRING AFTER `OS`",
         "`items`.`element`.`qty` INT FIRST",
@@ -90,13 +110,16 @@ def test_a_field_dropped_or_retyped_inside_a_struct_is_refused_by_its_path() -> 
     held = columns("device STRUCT<os: STRING, version: STRING>, "
                    "items ARRAY<STRUCT<sku: STRING, qty: INT>>, tags MAP<STRING, INT>")
     declared = columns("device STRUCT<os: STRING, build: BIGINT>, "
-                       "items ARRAY<STRUCT<sku: STRING, qty: BIGINT>>, tags MAP<INT, INT>")
-    added, refused = schema_changes(declared, held)
-    assert refused == [
+                       "items ARRAY<STRUCT<sku: STRING, qty: STRING>>, tags MAP<INT, INT>")
+    changes = schema_changes(declared, held)
+    assert changes.refused == [
         "the table has column device.version, which the declaration no longer has",
-        "column items.element.qty is INT in the table and BIGINT in the declaration",
-        "column tags is MAP<STRING, INT> in the table and MAP<INT, INT> in the declaration"]
-    assert [c.name for c in added] == ["device.build"]  # refused with the rest: nothing is added
+        "column items.element.qty is INT in the table and STRING in the declaration, which is "
+        "not a wider type of it",
+        "column tags is MAP<STRING, INT> in the table and MAP<INT, INT> in the declaration, "
+        "which is not a wider type of it"]
+    # refused with the rest: nothing is added
+    assert [c.name for c in changes.added] == ["device.build"]
 
 
 def test_a_schema_spark_or_delta_writes_as_json_reads_as_the_declared_types() -> None:
@@ -119,5 +142,86 @@ def test_a_schema_spark_or_delta_writes_as_json_reads_as_the_declared_types() ->
         "pos STRUCT<`lon-e`: DOUBLE, ok BOOLEAN>")
     assert from_schema_json("void") != parse_type("STRING")
     assert schema_changes(columns("x STRING"), from_schema_json(
-        {"type": "struct", "fields": [{"name": "x", "type": "void"}]}))[1] == [
-        "column x is VOID in the table and STRING in the declaration"]
+        {"type": "struct", "fields": [{"name": "x", "type": "void"}]})).refused == [
+        "column x is VOID in the table and STRING in the declaration, which is not a wider type "
+        "of it"]
+
+
+@pytest.mark.parametrize(("held", "declared"), [
+    ("TINYINT", "SMALLINT"), ("TINYINT", "BIGINT"), ("SMALLINT", "INT"), ("INT", "BIGINT"),
+    ("TINYINT", "DOUBLE"), ("INT", "DOUBLE"), ("FLOAT", "DOUBLE"),
+    ("TINYINT", "DECIMAL(3,0)"), ("SMALLINT", "DECIMAL(7,2)"), ("INT", "DECIMAL(10,0)"),
+    ("INT", "DECIMAL(12,2)"), ("BIGINT", "DECIMAL(20,0)"), ("BIGINT", "DECIMAL(38,18)"),
+    ("DECIMAL(10,2)", "DECIMAL(12,2)"), ("DECIMAL(10,1)", "DECIMAL(12,3)"),
+    ("DECIMAL(10,2)", "DECIMAL(11,2)"), ("DATE", "TIMESTAMP_NTZ"),
+])
+def test_a_type_widens_to_one_that_holds_every_value_exactly(held: str, declared: str) -> None:
+    assert widens(parse_type(held), parse_type(declared))
+
+
+@pytest.mark.parametrize(("held", "declared"), [
+    ("BIGINT", "INT"), ("INT", "INT"), ("SMALLINT", "TINYINT"), ("DOUBLE", "FLOAT"),
+    ("BIGINT", "DOUBLE"),                 # 2^53 + 1 is not a DOUBLE
+    ("INT", "DECIMAL(9,0)"), ("INT", "DECIMAL(12,3)"), ("BIGINT", "DECIMAL(19,0)"),
+    ("DECIMAL(10,2)", "DECIMAL(10,3)"),  # one digit fewer before the point
+    ("DECIMAL(10,2)", "DECIMAL(12,1)"),  # a place after it lost
+    ("DECIMAL(12,2)", "DECIMAL(10,2)"), ("DECIMAL(10,0)", "BIGINT"), ("FLOAT", "DECIMAL(38,10)"),
+    ("DATE", "TIMESTAMP"), ("TIMESTAMP_NTZ", "DATE"), ("INT", "STRING"), ("STRING", "BINARY"),
+    ("TIMESTAMP", "TIMESTAMP_NTZ"),
+])
+def test_a_narrower_or_other_kind_of_type_does_not_widen(held: str, declared: str) -> None:
+    assert not widens(parse_type(held), parse_type(declared))
+
+
+def test_widened_columns_are_named_by_their_path_and_altered_in_place() -> None:
+    held = columns("id STRING, qty INT, price DECIMAL(10,2), device STRUCT<build: SMALLINT>, "
+                   "items ARRAY<STRUCT<w: FLOAT>>, tags MAP<STRING, INT>")
+    declared = columns("id STRING, qty BIGINT, price DECIMAL(14,4), "
+                       "device STRUCT<build: INT, os: STRING>, items ARRAY<STRUCT<w: DOUBLE>>, "
+                       "tags MAP<STRING, BIGINT>")
+    changes = schema_changes(declared, held)
+    assert changes.refused == []
+    assert [(w.name, str(w.held), str(w.declared)) for w in changes.widened] == [
+        ("qty", "INT", "BIGINT"), ("price", "DECIMAL(10,2)", "DECIMAL(14,4)"),
+        ("device.build", "SMALLINT", "INT"), ("items.element.w", "FLOAT", "DOUBLE"),
+        ("tags.value", "INT", "BIGINT")]
+    assert [w.ddl() for w in changes.widened] == [
+        "`qty` TYPE BIGINT", "`price` TYPE DECIMAL(14,4)", "`device`.`build` TYPE INT",
+        "`items`.`element`.`w` TYPE DOUBLE", "`tags`.`value` TYPE BIGINT"]
+    assert [c.name for c in changes.added] == ["device.os"]
+
+
+def _typed_gold(**columns: str) -> tuple[GoldSpec, TableDecl]:
+    source = TableDecl(Layer.SILVER, "events", TableRole.SILVER, tuple(
+        Field(name, parse_type(kind)) for name, kind in columns.items()))
+    gold = GoldSpec(
+        name="g", input="silver/events", mode=OutputMode.UPDATE,
+        window=WindowSpec(kind=WindowKind.TUMBLING, column="at", size="5 minutes"),
+        group_by=("kind",), aggregates=(
+            AggregateSpec("n", AggregateFunction.COUNT),
+            AggregateSpec("total", AggregateFunction.SUM, "qty"),
+            AggregateSpec("users", AggregateFunction.COUNT_DISTINCT, "user"),
+            AggregateSpec("seen", AggregateFunction.APPROX_COUNT_DISTINCT, "price")))
+    return gold, source
+
+
+def test_the_state_types_change_only_when_what_the_state_holds_changes() -> None:
+    gold, source = _typed_gold(at="TIMESTAMP", kind="STRING", qty="INT", user="STRING",
+                               price="DECIMAL(10,2)")
+    assert state_definition(gold, source)["types"] == {
+        "kind": "STRING", "total": "BIGINT", "users": "ARRAY<STRING>"}
+    before = state_definition(gold, source)
+    # A sum of INT and of BIGINT are both BIGINT; an approximate count's sketch has one shape.
+    assert state_changes(before, state_definition(*_typed_gold(
+        at="TIMESTAMP", kind="STRING", qty="BIGINT", user="STRING", price="DECIMAL(20,2)"))) == []
+    assert state_changes(before, state_definition(*_typed_gold(
+        at="TIMESTAMP", kind="STRING", qty="DECIMAL(12,2)", user="STRING",
+        price="DECIMAL(10,2)"))) == ['types.total: "BIGINT" -> "DECIMAL(22,2)"']
+    assert state_changes(before, state_definition(*_typed_gold(
+        at="TIMESTAMP", kind="STRING", qty="INT", user="BIGINT", price="DECIMAL(10,2)"))) == [
+        'types.users: "ARRAY<STRING>" -> "ARRAY<BIGINT>"']
+    # Recorded without types: compared on the rest.
+    untyped = {key: value for key, value in before.items() if key != "types"}
+    assert state_changes(untyped, before) == []
+    assert state_changes(before, untyped) == ['types removed (was {"kind": "STRING", "total": '
+                                              '"BIGINT", "users": "ARRAY<STRING>"})']

@@ -60,6 +60,45 @@ def test_zorder_of_an_unknown_column_names_the_key_and_the_file(tmp_path: Path) 
     assert error.value.source == str(overlay)
 
 
+def test_cluster_by_is_declared_with_any_table(tmp_path: Path) -> None:
+    folder = conf_dir(tmp_path, "")
+    (folder / "pipelines" / "orders.local.yaml").write_text(
+        "gold:\n  store_sessions:\n    cluster_by: [store_id, session_start]\n")
+    settings = load_settings(env="local", conf_dir=folder)
+    assert settings.maintenance.cluster_by == {"gold/store_sessions": ("store_id", "session_start")}
+
+
+@pytest.mark.parametrize(("declared", "said"), [
+    ("cluster_by: [nope]", "unknown column 'nope'"),
+    ("cluster_by: [store_id]\n    zorder: [city]", "either clustered (cluster_by) or Z-ordered"),
+    ("cluster_by: [store_id, city, session_start, session_end, lines]",
+     "5 columns; Delta clusters by at most 4"),
+    ("cluster_by: [city, city]", "names a column twice"),
+])
+def test_a_cluster_by_delta_would_refuse_is_refused_naming_the_key_and_the_file(
+        tmp_path: Path, declared: str, said: str) -> None:
+    folder = conf_dir(tmp_path, "")
+    overlay = folder / "pipelines" / "orders.local.yaml"
+    overlay.write_text(f"gold:\n  store_sessions:\n    {declared}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=folder)
+    assert error.value.key == "gold.store_sessions.cluster_by"
+    assert error.value.source == str(overlay)
+    assert said in str(error.value)
+
+
+def test_a_cluster_by_column_of_a_type_delta_keeps_no_statistics_of_is_refused(
+        tmp_path: Path) -> None:
+    folder = conf_dir(tmp_path, "")
+    overlay = folder / "pipelines" / "orders.local.yaml"
+    overlay.write_text("silver:\n  order_lines:\n    columns:\n      promo: {type: BOOLEAN, "
+                       "expr: \"false\"}\n    cluster_by: [promo]\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(env="local", conf_dir=folder)
+    assert error.value.key == "silver.order_lines.cluster_by"
+    assert "column promo is BOOLEAN; Delta clusters by columns of type" in str(error.value)
+
+
 def test_zorder_in_the_settings_is_an_unknown_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_settings(env="local", conf_dir=conf_dir(

@@ -41,9 +41,23 @@ def test_an_added_column_carries_on_and_says_so() -> None:
     assert plan.changes == ("column unit_cents added (rows written before hold null)",)
 
 
+def test_a_widened_column_carries_on_unless_the_state_holds_it_in_another_type() -> None:
+    declared = columns("window_start TIMESTAMP, category STRING, lines DECIMAL(22,2)")
+    plan = verdict("silver/x", declared, HELD, None, None)
+    assert plan.verdict is Verdict.CARRIES_ON
+    assert plan.changes == ("column lines widened from BIGINT to DECIMAL(22,2) (in place)",)
+    typed = {**STATE, "types": {"category": "STRING"}}
+    plan = verdict("gold/x", declared, HELD, typed, {**STATE, "types": {"category": "BIGINT"}})
+    assert plan.verdict is Verdict.NEEDS_REFRESH
+    assert plan.changes == ('state: types.category: "STRING" -> "BIGINT"',)
+    # A state recorded without its types is compared on what it says.
+    assert verdict("gold/x", HELD, HELD, STATE, typed).verdict is Verdict.UNCHANGED
+
+
 @pytest.mark.parametrize(("declared", "state", "said"), [
     (columns("window_start TIMESTAMP, category STRING, lines INT"), STATE,
-     "column lines is BIGINT in the table and INT in the declaration"),
+     "column lines is BIGINT in the table and INT in the declaration, which is not a wider type "
+     "of it"),
     (columns("window_start TIMESTAMP, category STRING"), STATE,
      "the table has column lines, which the declaration no longer has"),
     (HELD, {**STATE, "window": {**STATE["window"], "size": "2 hours"}},

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -89,6 +90,11 @@ class GoldFlow:
     def merge_keys(self) -> tuple[str, ...]:
         """The MERGE keys the declaration derives (window bounds and grouping columns)."""
         return self.gold.merge_keys
+
+    @property
+    def state_definition(self) -> dict[str, Any]:
+        """What its query's state is made of (``pipeline.evolution.state_definition``)."""
+        return state_definition(self.gold, self.pipeline.table(self.gold.input))
 
 
 def gold_flow(pipeline: PipelineSpec, gold: GoldSpec, gated: bool = True) -> GoldFlow:
@@ -187,7 +193,7 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Go
     if skippable(spark, trigger, gold.spec.path(settings), checkpoint, inputs):
         # Nothing new, but a declaration its state cannot carry on from is refused at this run,
         # not at the next one that has data (DeclarationChanged: the other queries go on).
-        check_declared_state(spark, gold.spec.key, checkpoint, state_definition(gold.gold))
+        check_declared_state(spark, gold.spec.key, checkpoint, gold.state_definition)
         return False
     return True
 
@@ -214,7 +220,7 @@ def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) ->
     """Refuse to carry on from a state another declaration of the table wrote; record the
     declaration a new state is written with (:func:`~medallion.io.sinks.evolution.keep_declared_state`)."""
     checkpoint = gold.spec.checkpoint(settings)
-    keep_declared_state(spark, gold.spec.key, checkpoint, state_definition(gold.gold),
+    keep_declared_state(spark, gold.spec.key, checkpoint, gold.state_definition,
                         resumed=path_exists(spark, f"{checkpoint}/offsets"))
 
 

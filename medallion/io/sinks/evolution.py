@@ -8,12 +8,17 @@ the rules of :mod:`medallion.pipeline.evolution` (pure; ``plan`` and ``status`` 
 * **A table's columns** (:func:`align_table`): columns the declaration added, and fields it added
   to struct columns, are added to the table (Delta's ``ADD COLUMNS``, at their declared place, with
   their comments); rows written before hold null in them until the table is recomputed. A column
-  or field the declaration no longer has, or whose type changed, cannot be changed in place: the
-  table's query is refused, naming the columns.
+  or field declared with a wider type is widened in place (Delta's type widening: the table
+  property ``delta.enableTypeWidening`` is set, then ``ALTER COLUMN ... TYPE``; no file is
+  rewritten, rows written before read as the wider type, and queries streaming from the table
+  carry on). A column or field the declaration no longer has, or whose type changed otherwise
+  (narrowed, or to another kind), cannot be changed in place: the table's query is refused,
+  naming the columns.
 * **A stateful query's definition** (:func:`keep_declared_state`): a gold table's windows, groups
-  and aggregates (or its join) live in its query's state. A change to them cannot carry on from that
-  state: Spark refuses a different state schema in the middle of a run, and a different window size
-  over the same schema would silently mix windows of both sizes in one table. The definition the
+  and aggregates (or its join), and the types the state holds them in, live in its query's state.
+  A change to them cannot carry on from that state: Spark refuses a different state schema in the
+  middle of a run, and a different window size over the same schema would silently mix windows of
+  both sizes in one table. The definition the
   state was written with is kept beside it in the checkpoint, and a query whose declaration differs
   is refused, naming what changed. Its filter, watermark, defaults, expectations and comments may
   change (they apply to what comes next).
@@ -40,9 +45,9 @@ from medallion.io.sinks.delta import TableToMake, committed_table_at
 from medallion.io.tables import ENGINE_TABLES, TableSpec
 from medallion.pipeline.evolution import (
     DECLARATION_FILE,
-    differences,
     recompute_advice,
     schema_changes,
+    state_changes,
 )
 from medallion.pipeline.model import TableDoc
 from medallion.pipeline.types import SqlType, from_schema_json
@@ -71,15 +76,24 @@ def align_table(spark: SparkSession, spec: TableSpec, path: str, doc: TableDoc |
     held = table_schema(spark, path)
     if held is None:
         return
-    added, refused = schema_changes(from_schema_json(spec.schema.jsonValue()), held)
-    if refused:
+    changes = schema_changes(from_schema_json(spec.schema.jsonValue()), held)
+    if changes.refused:
         raise DeclarationChanged(
             spec.key, f"its declaration changed since the table at {path} was made: "
-            f"{'; '.join(refused)}. A Delta table's column cannot be dropped or retyped in "
-            f"place. {recompute_advice(spec.key)}")
+            f"{'; '.join(changes.refused)}. A Delta table's column cannot be dropped, narrowed "
+            f"or retyped in place. {recompute_advice(spec.key)}")
+    escaped = path.replace("`", "``")
+    if changes.widened:
+        spark.sql(f"ALTER TABLE delta.`{escaped}` SET TBLPROPERTIES "
+                  "('delta.enableTypeWidening' = 'true')")
+        for widened in changes.widened:
+            spark.sql(f"ALTER TABLE delta.`{escaped}` ALTER COLUMN {widened.ddl()}")
+        log.warning("%s: %s widened in place, as its declaration now has it",
+                    spec.key, ", ".join(f"column {w.name} from {w.held} to {w.declared}"
+                                        for w in changes.widened))
+    added = changes.added
     if not added:
         return
-    escaped = path.replace("`", "``")
     for column in added:  # declared order: what one follows is there already
         comment = doc.column_comments.get(column.name) if doc else None
         spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({column.ddl(comment)})")
@@ -110,7 +124,8 @@ def align_tables(spark: SparkSession, tables: Iterable[TableToMake]) -> None:
 def check_declared_state(spark: SparkSession, table: str, checkpoint: str,
                          definition: dict[str, Any]) -> bool:
     """Whether the definition recorded beside a query's state is ``definition`` (False: none is
-    recorded); one that differs is refused with :class:`DeclarationChanged`."""
+    recorded, or one that says less); one that differs is refused with
+    :class:`DeclarationChanged`."""
     file = f"{checkpoint}/{DECLARATION_FILE}"
     if not path_exists(spark, file):
         return False
@@ -118,14 +133,15 @@ def check_declared_state(spark: SparkSession, table: str, checkpoint: str,
         recorded = json.loads(read_text(spark, file))
     except ValueError:
         return False  # a write killed half-way: what it was to record is the current one
-    if recorded != definition:
+    changed = state_changes(recorded, definition)
+    if changed:
         raise DeclarationChanged(
             table, "its declaration changed since its query's state was written: "
-            f"{'; '.join(differences(recorded, definition))}. The windows and groups "
+            f"{'; '.join(changed)}. The windows and groups "
             "(or the join) it holds were made by the declaration before: carrying on from "
             "them would mix both in the table, and Spark refuses a state of another shape. "
             f"{recompute_advice(table)}")
-    return True
+    return bool(recorded == definition)
 
 
 def keep_declared_state(spark: SparkSession, table: str, checkpoint: str,
