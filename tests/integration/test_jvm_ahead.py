@@ -48,8 +48,10 @@ def command(tmp_path: Path, *argv: str) -> tuple[dict[str, object], str]:
     if not conf.exists():
         copy_base_conf(conf)
         (conf / "local.yaml").write_text("", encoding="utf-8")
+    script = tmp_path / "recorded.py"  # a file: PySpark exits a `-c` program that imports
+    script.write_text(SCRIPT, encoding="utf-8")  # Great Expectations without grpc installed
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, *argv, "--conf-dir", str(conf),
+        [sys.executable, str(script), *argv, "--conf-dir", str(conf),
          "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")],
         cwd=REPO, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, capture_output=True,
         text=True, timeout=600)

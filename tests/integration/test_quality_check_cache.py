@@ -34,9 +34,14 @@ def test_expectations_checked_once_are_not_checked_again_until_they_change(
     conf = _conf(tmp_path, pipeline_overlay="")
     cache = tmp_path / "checked"
 
+    # A file, not `python -c`: PySpark 4.2 exits a `-c` program that imports Great Expectations
+    # (through pyspark.sql.connect) when grpc is not installed.
+    script = tmp_path / "check.py"
+    script.write_text(_CHECK_IN_A_NEW_PROCESS, encoding="utf-8")
+
     def check() -> tuple[str, bool]:
         done = subprocess.run(
-            [sys.executable, "-c", _CHECK_IN_A_NEW_PROCESS, str(conf), str(tmp_path / "l"),
+            [sys.executable, str(script), str(conf), str(tmp_path / "l"),
              str(tmp_path / "h")], capture_output=True, text=True, timeout=300,
             env={**os.environ, CHECKED_ENV: str(cache)})
         assert done.returncode == 0, done.stderr[-3000:]
