@@ -41,6 +41,17 @@ def _settings(conf: Path, landing: Path, lakehouse: Path) -> Settings:
     return dataclasses.replace(settings, pipelines=(settings.pipeline("orders"),))
 
 
+def _orders_lakehouse(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The orders pipeline alone (its own copy of the configuration), the samples landed, and
+    where its lakehouse goes: ``conf``, ``landing``, ``lakehouse``."""
+    conf = copy_base_conf(tmp_path / "conf")
+    (conf / "pipelines" / "events.yaml").unlink()
+    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    shutil.copytree(SAMPLES, landing)
+    return conf, landing, lakehouse
+
+
 def _rows(spark: SparkSession, settings: Settings, key: str, *columns: str) -> list[tuple]:
     path = f"{settings.paths.lakehouse}/{key}"
     return sorted(tuple(row) for row in spark.read.format("delta").load(path)
@@ -73,12 +84,8 @@ TOP_PRICE = ("      revenue: {function: sum, column: line_total, default: 0}\n  
 def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_carry_on_from(
         spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
-    conf = copy_base_conf(tmp_path / "conf")
-    (conf / "pipelines" / "events.yaml").unlink()
-    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    conf, landing, lakehouse = _orders_lakehouse(tmp_path)
     pipeline = conf / "pipelines" / "orders.yaml"
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
-    shutil.copytree(SAMPLES, landing)
     settings = _settings(conf, landing, lakehouse)
     run_pipeline(spark, settings, RunTarget.ALL, Trigger(), monitor=False)
     hourly_before = _rows(spark, settings, "gold/category_revenue_1h", "*")
@@ -204,12 +211,8 @@ def _type_of(spark: SparkSession, settings: Settings, key: str, column: str) -> 
 @pytest.mark.timeout(900)
 def test_a_widened_silver_column_carries_on_in_place_and_gold_streams_on_from_it(
         spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    conf = copy_base_conf(tmp_path / "conf")
-    (conf / "pipelines" / "events.yaml").unlink()
-    (conf / "local.yaml").write_text("catalog:\n  metastore: in-memory\n", encoding="utf-8")
+    conf, landing, lakehouse = _orders_lakehouse(tmp_path)
     pipeline = conf / "pipelines" / "orders.yaml"
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
-    shutil.copytree(SAMPLES, landing)
     run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
                  monitor=False)
     before = _rows(spark, _settings(conf, landing, lakehouse), "silver/order_lines", "*")
