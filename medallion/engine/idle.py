@@ -8,7 +8,7 @@ starting it. The answer is ``True`` only when it is certain; anything unexpected
 does not parse, an offset of a kind not known here, a batch planned but not committed) answers
 ``False``, and the query starts, with its checks.
 
-What "nothing" means, as Spark decides it (Spark 4.0, delta-spark 4.0):
+What "nothing" means, as Spark decides it (Spark 4.0 to 4.2, delta-spark 4.0 to 4.4):
 
 * the newest planned batch is committed (else Spark replays it);
 * the watermark the last commit leaves for the next batch (``nextBatchWatermarkMs``) equals the

@@ -6,7 +6,7 @@ is not noticed at all (its batches are planned again, and Delta skips their writ
 done). Each of these is found here first, and reported as a ``CheckpointError`` that names the
 table, the checkpoint, the damage and what to do.
 
-What a checkpoint holds (Spark 4.0): ``metadata`` (the query id), ``offsets/<batch>`` (what each
+What a checkpoint holds (Spark 4.0 to 4.2): ``metadata`` (the query id), ``offsets/<batch>`` (what each
 batch reads: a version line, the batch's metadata and one offset per source, each JSON),
 ``commits/<batch>`` (the batch finished) and, for a stateful query, ``state/<operator>/<partition>``
 (one state store version per batch: batch ``b`` commits version ``b + 1``).

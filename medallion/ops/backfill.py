@@ -312,7 +312,7 @@ def recompute_gold(source: DataFrame, gold: GoldFlow, start: datetime, end: date
         # Spark's optimizer pushes a filter on a session's bounds below the merging of sessions,
         # where it filters the events by their own one-event sessions: a session the range's start
         # (or the stream's watermark) cuts through would lose its events on one side and come out
-        # split. The sessions are made first, and cut afterwards (Spark 4.0.x).
+        # split. The sessions are made first, and cut afterwards (Spark 4.0 to 4.2).
         windows = windows.localCheckpoint(eager=True)
     return (windows.where(_range_filter(_start_column(gold), start, end))
             .select(*gold.spec.column_names))
