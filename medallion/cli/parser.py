@@ -239,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "state, last run")
 
     maintain = commands.add_parser("maintain", parents=[common],
-                                   help="OPTIMIZE (Z-ORDER from configuration) and VACUUM the tables; "
-                                        "delete old state versions of the stateful queries")
+                                   help="OPTIMIZE (Z-ordered or clustered as declared) and VACUUM the "
+                                        "tables; delete old state versions of the stateful queries")
     maintain.add_argument("--table", action="append", dest="tables",
                           help="only this table (layer/name); repeatable (default: every table)")
     maintain.add_argument("--retain-hours", type=int,
