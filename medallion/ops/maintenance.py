@@ -40,6 +40,7 @@ from pyspark.sql import SparkSession
 from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS, TriggerKind
 from medallion.io.hadoopfs import hadoop_path, path_exists, read_text, write_text
 from medallion.io.tables import TableSpec, lakehouse_tables
+from medallion.pipeline.evolution import quoted
 from medallion.project import Settings
 
 log = logging.getLogger(__name__)
@@ -186,8 +187,7 @@ def apply_clustering(spark: SparkSession, key: str, path: str,
     held = clustering_columns(spark, path)
     if held == tuple(declared):
         return False
-    columns = "(" + ", ".join("`" + c.replace("`", "``") + "`" for c in declared) + ")" \
-        if declared else "NONE"
+    columns = "(" + ", ".join(quoted(c) for c in declared) + ")" if declared else "NONE"
     spark.sql(f"ALTER TABLE {_sql_path(path)} CLUSTER BY {columns}")
     log.info("%s: clustered by %s (was %s)", key, ", ".join(declared) or "nothing",
              ", ".join(held) or "not clustered")
