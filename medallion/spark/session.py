@@ -219,6 +219,8 @@ def _local_master(settings: Settings, submitted: SparkConf) -> bool:
 # Delta's VACUUM prints to standard output for each table (``medallion maintain``'s table has
 # the count in its ``vacuumed`` column).
 JVM_NOTICES = re.compile(rb"WARNING: Using incubator modules: jdk\.incubator\.vector|"
+                         # Java 25: Spark's --add-opens of a package java.base no longer has
+                         rb"WARNING: package sun\.security\.action not in java\.base|"
                          rb"Deleted \d+ files and directories in a total of \d+ directories\.")
 
 

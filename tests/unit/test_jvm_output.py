@@ -28,6 +28,13 @@ def test_a_line_that_only_starts_like_a_notice_passes() -> None:
     assert rest == b""
 
 
+def test_java_25s_warning_on_sparks_module_options_is_dropped() -> None:
+    out, rest = kept_output(b"WARNING: package sun.security.action not in java.base\n"
+                            b"WARNING: package sun.misc not in java.base, in a future JDK\n",
+                            JVM_NOTICES)
+    assert out == b"WARNING: package sun.misc not in java.base, in a future JDK\n" and rest == b""
+
+
 def test_the_relay_drops_a_notice_split_across_reads_and_keeps_the_unfinished_last_line() -> None:
     jvm_read, jvm_write = os.pipe()
     ours_read, ours_write = os.pipe()
