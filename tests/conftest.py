@@ -18,6 +18,14 @@ REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.s3_support"]  # the S3-compatible server and its settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# Every JVM the suite starts (the shared session, each medallion process, spark-submit, the
+# Thrift server) evaluates interpreted: the suite's batches are a few hundred rows, and generating
+# and compiling Java for each new plan costs more than evaluating it. SparkConf reads spark.*
+# system properties; SPARK_CONF_DIR would put a folder on the class path, where the JVM's class
+# archive refuses a non-empty one. The end-to-end model check runs with codegen (`codegen`).
+INTERPRETED = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"),
+                                                          INTERPRETED]))
 os.environ.pop("PYSPARK_PYTHON", None)  # the session factory picks the workers' Python itself
 # PySpark turns TIMESTAMP values into naive datetimes in the process's zone: make that UTC.
 os.environ["TZ"] = "UTC"
@@ -41,6 +49,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def codegen(spark: SparkSession) -> Iterator[SparkSession]:
+    """The shared session with Spark's code generation on, as production runs it (the suite's
+    JVMs evaluate interpreted: INTERPRETED), put back afterwards."""
+    settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    suite = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield spark
+    finally:
+        for key, value in suite.items():
+            spark.conf.set(key, value)
 
 
 @pytest.fixture(scope="session")
