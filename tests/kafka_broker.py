@@ -104,10 +104,12 @@ class Broker:
             while time.monotonic() < deadline:
                 message = consumer.poll(0.5)
                 if message is None:
-                    # past the expected count, wait a little longer for any extra record
+                    # past the expected count: done once every partition is read to its end (an
+                    # extra record would be there already: the writer has returned), else after
+                    # a quiet while
                     if len(records) >= expected:
                         quiet_until = quiet_until or time.monotonic() + 3
-                        if time.monotonic() > quiet_until:
+                        if _read_to_end(consumer) or time.monotonic() > quiet_until:
                             break
                     continue
                 if message.error():
@@ -117,3 +119,15 @@ class Broker:
         finally:
             consumer.close()
         return records
+
+
+def _read_to_end(consumer: Consumer) -> bool:
+    """Whether the consumer's position in each assigned partition is at its high watermark."""
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    for position in consumer.position(assigned):
+        low, high = consumer.get_watermark_offsets(position, timeout=5)
+        if (position.offset if position.offset >= 0 else low) < high:
+            return False
+    return True

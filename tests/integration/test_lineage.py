@@ -1,6 +1,8 @@
 """OpenLineage events of a real run: the ``orders`` pipeline with ``lineage.transport: file`` and
 the real listener jar, in a process of its own (the listener is added when the Spark context
-starts, so the shared test session cannot have it).
+starts, so the shared test session cannot have it). The first run's standard error is a terminal:
+it shows each table's live line as its batches commit, and its standard output, a pipe, gets the
+summary table alone.
 
 Each table's events must name its real inputs and outputs: bronze from its landing folder,
 silver from bronze and the dimensions, gold from silver, as far as the listener sees them
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,16 +45,56 @@ def land(folder: Path, name: str, lines: list[str]) -> None:
     (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run_orders(conf: Path, landing: Path, lakehouse: Path) -> float:
-    """``medallion run all --pipeline orders`` in a process of its own; its wall time."""
-    started = time.monotonic()
+def run_orders(conf: Path, landing: Path, lakehouse: Path, terminal: bool = False) -> tuple[str, str]:
+    """``medallion run all --pipeline orders`` in a process of its own: its standard output (a
+    pipe) and its standard error (a terminal with ``terminal``, else a pipe)."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "MEDALLION_JVM_ARCHIVE": "off"}
-    done = subprocess.run(
-        [sys.executable, "-m", "medallion", "run", "all", "--pipeline", "orders",
-         "--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr[-5000:]
-    return time.monotonic() - started
+    command = [sys.executable, "-m", "medallion", "run", "all", "--pipeline", "orders",
+               "--conf-dir", str(conf), "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    if not terminal:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env,
+                              timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr[-5000:]
+        return done.stdout, done.stderr
+    leader, follower = pty.openpty()
+    shown: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal's other end closed
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, text=True, cwd=REPO,
+                           env=env)
+    os.close(follower)
+    out, _ = run.communicate(timeout=900)
+    reader.join(timeout=10)
+    os.close(leader)
+    said = b"".join(shown).decode(errors="replace")
+    assert run.returncode == 0, out + said[-5000:]
+    return out, said
+
+
+def assert_live_lines(terminal: str, out: str, order_lines: int) -> None:
+    """A terminal got each table's batches and rows as they committed; the pipe, the summary
+    table alone."""
+    # The last rendering of each table's line: what the user sees when the run ends.
+    last = {m.group(1): (int(m.group(2)), int(m.group(3).replace(",", "")))
+            for m in re.finditer(r"\x1b\[2K(\S+)\s+(\d+) batches\s+([\d,]+) rows", terminal)}
+    assert last["bronze/orders"][1] == order_lines, last
+    assert last["bronze/orders"][0] >= 1
+    assert set(last) >= {"bronze/orders", "bronze/products", "bronze/stores",
+                         "silver/order_lines", "gold/category_revenue_1h", "gold/store_sessions"}, last
+    # stdout is a pipe: the summary table alone, no live lines (test_live_progress.py: a stream
+    # that is not a terminal gets no display at all)
+    assert out.splitlines()[0].startswith("table") and "\x1b[" not in out
 
 
 def read_events(file: Path) -> list[dict[str, Any]]:
@@ -84,7 +128,9 @@ def test_each_tables_events_name_what_it_read_and_wrote(tmp_path: Path) -> None:
     land(landing / "stores", "stores.csv", STORES)
     land(landing / "orders", "2026-03-02-a.csv", ORDERS_1)
 
-    first = run_orders(conf, landing, lakehouse)
+    # the first run's standard error on a terminal: its live lines too
+    out, terminal = run_orders(conf, landing, lakehouse, terminal=True)
+    assert_live_lines(terminal, out, len(ORDERS_1) - 1)
     events = read_events(events_file)
 
     def table(key: str) -> str:
@@ -128,7 +174,7 @@ def test_each_tables_events_name_what_it_read_and_wrote(tmp_path: Path) -> None:
     # A second run: new order lines for windows gold already holds, so gold MERGEs them.
     events_file.write_text("", encoding="utf-8")
     land(landing / "orders", "2026-03-02-b.csv", ORDERS_2)
-    second = run_orders(conf, landing, lakehouse)
+    run_orders(conf, landing, lakehouse)
     events = read_events(events_file)
     assert inputs_of(events, table("bronze/orders")) == {
         f"file:{landing}/orders/2026-03-02-b.csv"}  # the new file alone
@@ -139,4 +185,3 @@ def test_each_tables_events_name_what_it_read_and_wrote(tmp_path: Path) -> None:
     assert merges, "no MERGE event"
     assert {frozenset(names(e["outputs"])) for e in merges} == {frozenset({revenue})}
     assert inputs_of(merges, revenue) == {revenue}
-    print(f"runs: {first:.0f} s, {second:.0f} s")

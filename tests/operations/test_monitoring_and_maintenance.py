@@ -57,7 +57,13 @@ def test_every_batch_is_monitored_and_status_tells_where_tables_stand(
     model = Lakehouse()
     model.run(lines, read_segments(p for p in written if p.suffix == ".csv"))
 
-    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
+    # One shuffle partition: silver writes a file per batch, so gold's one-file batches are few.
+    shared = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    try:
+        runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shared)
 
     progress = spark.read.format("delta").load(QUERY_PROGRESS.path(settings))
     recorded: dict[str, set[int]] = {}

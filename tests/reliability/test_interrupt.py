@@ -24,7 +24,7 @@ from tests.reliability.test_crash_recovery import (
     shuffle_partitions_of,
     start_run,
 )
-from tests.reliability.test_kill_anywhere import failure, finish
+from tests.reliability.test_kill_anywhere import failure, finish_here
 
 
 def _children(pid: int) -> list[int]:
@@ -76,7 +76,7 @@ def test_ctrl_c_stops_a_run_at_once_and_the_next_run_carries_on(
     assert "Traceback" not in said
     assert all(_gone(pid, 30) for pid in jvms), "a JVM outlived the interrupted run"
 
-    finish(conf, landing, Path(stopped.paths.lakehouse), tmp_path / "final.log")
+    finish_here(spark, stopped)
     expected, actual = snapshot(clean), snapshot(stopped)
     for table in expected:
         assert actual[table] == expected[table], f"{table} differs after the interruption"
