@@ -39,7 +39,10 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
 
-test: setup s3proxy kafka-jars chromium airflow-venv ## run the test suite (unit, integration, reliability, operations)
+TEST_NEEDS := setup s3proxy kafka-jars chromium airflow-venv
+# What the tests need is fetched side by side: mostly downloads, each into a folder of its own.
+test: ## run the test suite (unit, integration, reliability, operations)
+	$(MAKE) --no-print-directory -j4 $(TEST_NEEDS)
 	$(BIN)/pytest -q --durations=20
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
@@ -140,7 +143,8 @@ maven: ## install Debian's Maven if mvn is missing (it fetches the Kafka broker'
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends maven; }
 
-chromium: ## install Debian's chromium (headless check of the HTML report) if it is missing
+# After maven: one apt-get at a time.
+chromium: | maven ## install Debian's chromium (headless check of the HTML report) if it is missing
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && \
