@@ -11,7 +11,7 @@ import csv
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
@@ -202,6 +202,44 @@ class Lakehouse:
                     if end <= watermark:
                         total = sum((e.amount or 0 for e in current), Decimal(0))
                         sessions.add((user, start, end, len(current), total))
+                    current = []
+                if event is not None:
+                    current.append(event)
+        return sessions
+
+    # Recomputed tables (``refresh: recompute``): every silver event counts, however late it came.
+
+    def exact_event_counts_5m(self, kept: Callable[[Event], bool] = lambda e: True
+                              ) -> set[tuple[object, ...]]:
+        groups: dict[tuple[datetime, str], list[Event]] = defaultdict(list)
+        for event in self.silver.values():
+            if kept(event):
+                groups[(_floor(event.timestamp, FIVE), event.event_type)].append(event)
+        return {(start, start + FIVE, kind, len(es), sum((e.amount or 0 for e in es), Decimal(0)))
+                for (start, kind), es in groups.items()}
+
+    def exact_user_activity_sliding(self) -> set[tuple[object, ...]]:
+        counts: dict[tuple[datetime, str], int] = defaultdict(int)
+        for event in self.silver.values():
+            latest_start = _floor(event.timestamp, FIVE)
+            for start in (latest_start, latest_start - FIVE):
+                counts[(start, event.user_id)] += 1
+        return {(start, start + 2 * FIVE, user, n) for (start, user), n in counts.items()}
+
+    def exact_user_sessions(self) -> set[tuple[object, ...]]:
+        """Every session, open ones included: events of a user closer than the gap."""
+        by_user: dict[str, list[Event]] = defaultdict(list)
+        for event in self.silver.values():
+            by_user[event.user_id].append(event)
+        sessions = set()
+        for user, events in by_user.items():
+            events.sort(key=lambda e: e.timestamp)
+            current: list[Event] = []
+            for event in [*events, None]:
+                if current and (event is None or event.timestamp > current[-1].timestamp + GAP):
+                    total = sum((e.amount or 0 for e in current), Decimal(0))
+                    sessions.add((user, current[0].timestamp, current[-1].timestamp + GAP,
+                                  len(current), total))
                     current = []
                 if event is not None:
                     current.append(event)

@@ -7,7 +7,8 @@ The verdicts are the run's own rules (:mod:`medallion.pipeline.evolution`), appl
 facts: a new table is created; columns a declaration added are added and the table carries on;
 a column dropped or retyped, or a gold table's windows, groups, aggregates or join changed, cannot
 carry on, and the table needs ``medallion backfill <table> --full-refresh``, which rebuilds the
-tables computed from it too. Deciding is pure (:func:`verdict`); reading is at the edges.
+tables computed from it too; a gold table kept by recompute is recomputed by the next run
+instead. Deciding is pure (:func:`verdict`); reading is at the edges.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Verdict(str, Enum):
     UNCHANGED = "unchanged"
     CARRIES_ON = "carries on"  # changed in a way the table and its state can take
     NEEDS_REFRESH = "needs a full refresh"  # the run refuses it until it is rebuilt
+    RECOMPUTED = "recomputed"  # refresh: recompute: the next run recomputes it from its input
 
 
 @dataclass(frozen=True)
@@ -62,16 +64,23 @@ def declared_schema(decl: TableDecl) -> SqlType:
 
 def verdict(table: str, declared: SqlType, held: SqlType | None,
             state_recorded: dict[str, Any] | None, state_declared: dict[str, Any] | None,
-            rebuilds: Sequence[str] = ()) -> TablePlan:
+            rebuilds: Sequence[str] = (), recomputed: bool = False) -> TablePlan:
     """The run's rules on one table: ``held`` its schema (None: no table yet);
     ``state_recorded``/``state_declared`` the definition its state was written with and the one
-    declared now (gold tables; None: no state recorded, or not a gold table)."""
+    declared now (gold tables; None: no state recorded, or not a gold table); ``recomputed``: a
+    gold table kept by recompute, which starts over instead of refusing a changed definition."""
     if held is None:
         return TablePlan(table, Verdict.NEW)
     changes = schema_changes(declared, held)
     refused = list(changes.refused)
-    if state_recorded is not None and state_declared is not None:
-        refused += [f"state: {change}" for change in state_changes(state_recorded, state_declared)]
+    state = ([f"state: {change}" for change in state_changes(state_recorded, state_declared)]
+             if state_recorded is not None and state_declared is not None else [])
+    if recomputed and not refused and (state or state_recorded is None):
+        return TablePlan(table, Verdict.RECOMPUTED, tuple(
+            ([change.replace("state: ", "definition: ", 1) for change in state]
+             or ["no checkpoint to carry on from"])
+            + [f"column {column.name} added" for column in changes.added]))
+    refused += state
     if refused:
         return TablePlan(table, Verdict.NEEDS_REFRESH, tuple(refused),
                          f"medallion backfill {table} --full-refresh", tuple(rebuilds))
@@ -131,7 +140,8 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
         plans.append(verdict(key, declared_schema(decl), held, recorded,
                              state_definition(gold, decls[gold.input])
                              if gold is not None else None,
-                             [spec.key for spec in feeds.get(key, ())]))
+                             [spec.key for spec in feeds.get(key, ())],
+                             recomputed=gold is not None and gold.recomputed))
     return plans
 
 

@@ -219,6 +219,11 @@ def state_definition(gold: GoldSpec, source: TableDecl | None = None) -> dict[st
                                     for a in gold.aggregates}
         if source is not None:
             definition["types"] = state_types(gold, source)
+        if gold.recomputed:  # no state: what changes its rows recomputes the table
+            definition["refresh"] = gold.refresh.value
+            definition["filter"] = gold.filter
+            definition["defaults"] = {a.name: a.default for a in gold.aggregates
+                                      if a.default is not None}
     if gold.join is not None:
         join = gold.join
         definition["join"] = {"input": join.input, "equal": list(join.equal),

@@ -62,6 +62,15 @@ class OutputMode(str, Enum):
     APPEND = "append"  # closed windows only, appended once the watermark has passed them
 
 
+class Refresh(str, Enum):
+    """How a window aggregate's table is brought up to date with new input."""
+
+    # Spark's streaming aggregation: each window's running value in the query's state store
+    STATEFUL = "stateful"
+    # no state: each batch's windows recomputed from the input table and replaced in one commit
+    RECOMPUTE = "recompute"
+
+
 class JoinKind(str, Enum):
     """Which rows of a stream-stream join's input are written."""
 

@@ -33,6 +33,7 @@ from medallion.pipeline.kinds import (
     JoinKind,
     OutputMode,
     ParseMode,
+    Refresh,
     SourceFormat,
     WindowKind,
 )
@@ -348,6 +349,9 @@ def _gold(reader: DeclarationReader, name: str, value: Any, silver: Sequence[Sil
     source = reader.text(section, "input", prefix=key)
     python = reader.python_step(section, "python", key)
     mode = reader.choice(section, "mode", OutputMode, key)
+    if section.get("refresh") is not None and (section.get("join") is not None or python is not None):
+        raise reader.error(f"{key}.refresh", "declared only for a window aggregate (a join keeps "
+                           "no state; a Python step computes its table itself)")
     if section.get("join") is not None:
         return _join_gold(reader, name, section, source, mode)
     for only_joins in ("select", "latest_by"):
@@ -390,10 +394,14 @@ def _gold(reader: DeclarationReader, name: str, value: Any, silver: Sequence[Sil
             column=reader.optional_text(spec, "column", entry_key), default=default))
     if not aggregates:
         raise reader.error(f"{key}.aggregates", "required: at least one aggregate")
+    refresh = reader.choice(section, "refresh", Refresh, key, Refresh.STATEFUL)
+    if refresh is Refresh.RECOMPUTE and mode is not OutputMode.UPDATE:
+        raise reader.error(f"{key}.mode", "a recomputed table's windows are replaced as late "
+                           "input corrects them: mode update")
     return GoldSpec(
         name=name, input=source, mode=mode, window=window,
         group_by=reader.names(section, "group_by", key, ()),
-        aggregates=tuple(aggregates),
+        aggregates=tuple(aggregates), refresh=refresh,
         filter=reader.optional_text(section, "filter", key),
         watermark=reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None,
         doc=reader.doc(section, key, f"gold/{name}"),

@@ -26,6 +26,7 @@ from medallion.pipeline.kinds import (
     Layer,
     OutputMode,
     ParseMode,
+    Refresh,
     Severity,
     SourceFormat,
     WindowKind,
@@ -413,7 +414,13 @@ class GoldSpec:
     join: JoinSpec | None = None
     select: tuple[SelectSpec, ...] = ()  # with join: the output columns
     latest_by: tuple[str, ...] = ()  # with join: of several rows per key, the greatest stays
+    refresh: Refresh = Refresh.STATEFUL  # with window: how new input reaches the table
     doc: TableDoc = TableDoc()
+
+    @property
+    def recomputed(self) -> bool:
+        """Whether its windows are recomputed from the input instead of kept in a state store."""
+        return self.window is not None and self.refresh is Refresh.RECOMPUTE
 
     @property
     def key(self) -> str:

@@ -22,6 +22,7 @@ from medallion.pipeline.kinds import (
     JoinKind,
     OutputMode,
     ParseMode,
+    Refresh,
     Severity,
     SourceFormat,
     WindowKind,
@@ -112,7 +113,7 @@ GOLD: dict[str, Schema] = {
     "watermark": DURATION, "python": TEXT, "columns": mapping_of(TEXT), "keys": NAMES,
     "join": section(JOIN, ("input",)),
     "select": mapping_of({"anyOf": [TEXT, section(SELECT, ("expr", "type"))]}),
-    "latest_by": NAMES, **DOC,
+    "latest_by": NAMES, "refresh": choice(Refresh), **DOC,
 }
 VIEW: dict[str, Schema] = {"sql": TEXT, "comment": TEXT}
 TOP: dict[str, Schema] = {

@@ -123,6 +123,29 @@ def test_session_windows_cannot_be_updated_in_place(tmp_path: Path, events_tree:
     _names(_fails(tmp_path, events_tree, change), "gold.user_sessions.mode", _file(tmp_path))
 
 
+def test_recomputed_sessions_are_kept_in_mode_update(tmp_path: Path, events_tree: Tree) -> None:
+    tree = copy.deepcopy(events_tree)
+    tree["gold"]["user_sessions"].update(mode="update", refresh="recompute")
+    _write(tmp_path, "events", tree)
+    sessions = next(g for g in _load(tmp_path).gold if g.name == "user_sessions")
+    assert sessions.recomputed and sessions.merge_keys == ("session_start", "session_end",
+                                                           "user_id")
+
+
+@pytest.mark.parametrize(("table", "change", "key", "said"), [
+    ("user_sessions", {"refresh": "recompute"}, "gold.user_sessions.mode", "mode update"),
+    ("event_counts_5m", {"refresh": "later"}, "gold.event_counts_5m.refresh",
+     "'later' is not one of stateful, recompute"),
+    ("purchase_attribution", {"refresh": "recompute"}, "gold.purchase_attribution.refresh",
+     "only for a window aggregate"),
+])
+def test_refresh_is_declared_for_window_aggregates_in_mode_update(
+        tmp_path: Path, events_tree: Tree, table: str, change: dict, key: str, said: str) -> None:
+    error = _fails(tmp_path, events_tree, lambda tree: tree["gold"][table].update(change))
+    _names(error, key, _file(tmp_path))
+    assert said in str(error)
+
+
 def test_missing_dedup_key_column(tmp_path: Path, events_tree: Tree) -> None:
     def change(tree: Tree) -> None:
         tree["silver"]["events"]["dedup"]["key"] = ["event_id", "id"]

@@ -34,6 +34,23 @@ def test_a_table_not_made_yet_is_new_and_the_same_schema_is_unchanged() -> None:
     assert verdict("gold/x", HELD, HELD, STATE, STATE).verdict is Verdict.UNCHANGED
 
 
+def test_a_recomputed_table_whose_definition_changed_or_checkpoint_is_gone_is_recomputed() -> None:
+    recomputed = {**STATE, "refresh": "recompute", "filter": None, "defaults": {}}
+    filtered = {**recomputed, "filter": "category <> 'toys'"}
+    plan = verdict("gold/x", HELD, HELD, recomputed, filtered, recomputed=True)
+    assert (plan.verdict, plan.changes, plan.command) == (
+        Verdict.RECOMPUTED, ('definition: filter: null -> "category <> \'toys\'"',), None)
+    assert verdict("gold/x", HELD, HELD, None, filtered, recomputed=True).changes == (
+        "no checkpoint to carry on from",)
+    assert verdict("gold/x", HELD, HELD, filtered, filtered, recomputed=True).verdict is \
+        Verdict.UNCHANGED
+    # A stateful table with the same change cannot carry on; a column dropped is refused for both.
+    assert verdict("gold/x", HELD, HELD, recomputed, filtered).verdict is Verdict.NEEDS_REFRESH
+    fewer = columns("window_start TIMESTAMP, category STRING")
+    assert verdict("gold/x", fewer, HELD, filtered, filtered, recomputed=True).verdict is \
+        Verdict.NEEDS_REFRESH
+
+
 def test_an_added_column_carries_on_and_says_so() -> None:
     declared = columns("window_start TIMESTAMP, category STRING, lines BIGINT, unit_cents BIGINT")
     plan = verdict("silver/x", declared, HELD, None, None)

@@ -32,6 +32,7 @@ from medallion.engine.gold.compile import (
     latest_per_key,
 )
 from medallion.engine.gold.joinbatch import JoinBatches, join_stream, retire_join_state
+from medallion.engine.gold.recompute import RecomputeBatches, start_over, start_over_reason
 from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, idle, start_layer
 from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
@@ -46,6 +47,7 @@ from medallion.io.sinks.delta import (
     guard_checkpoint,
     never_written,
     query_id_of,
+    replace_batch,
     txn_app_id,
     upsert_batch,
     with_trigger,
@@ -134,6 +136,8 @@ class UpsertWriter:
     # What the micro-batch becomes before it is written (a join's rows, from its inputs' tables).
     compute: Callable[[DataFrame, int], DataFrame] | None = None
     appends: BatchAppends = field(default_factory=BatchAppends)  # quarantine, quality results
+    # Recomputed windows instead of the batch's (``refresh: recompute``): they replace a region
+    recompute: RecomputeBatches | None = None
     _query_id: str | None = field(default=None, repr=False)
     _written: bool = field(default=False, repr=False)  # the table is known to hold rows
 
@@ -151,8 +155,13 @@ class UpsertWriter:
         # The streaming Delta sink's own transaction id for appends, so that a table it wrote
         # goes on exactly once; a named one for MERGEs.
         app_id = txn_app_id(self.table.key, self._query_id) if self.keys else self._query_id
+        recomputed = self.recompute(batch, batch_id) if self.recompute is not None else None
+        if self.recompute is not None and recomputed is None:
+            log.info("%s batch %d: no window to recompute", self.table.key, batch_id)
+            return
         # Persisted so the stateful aggregation runs once for the count, the gate and the write.
-        rows_of_batch = self.compute(batch, batch_id) if self.compute is not None else batch
+        rows_of_batch = (recomputed.rows if recomputed is not None
+                         else self.compute(batch, batch_id) if self.compute is not None else batch)
         updated = cache_batch(latest_per_key(rows_of_batch, self.keys, self.latest_by))
         try:
             # The count and the MERGE's window range in one pass.
@@ -166,7 +175,15 @@ class UpsertWriter:
                     self.appends.append(rejected.transform(with_quarantine_time),
                                         self.quarantine_path, app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
-            if rows and self.keys and self._never_written(spark):
+            if recomputed is not None and not self._never_written(spark):
+                # Rows the recomputation no longer has (a merged session, a dropped window) go too,
+                # in the same commit: so a batch that writes no row may still delete some.
+                deleted = replace_batch(to_write, recomputed.region, self.path, self.keys, app_id,
+                                        batch_id, self.prune_by, recomputed.low, recomputed.high)
+                if deleted:
+                    log.info("%s batch %d: %d rows replaced by the recomputation deleted",
+                             self.table.key, batch_id, deleted)
+            elif rows and self.keys and self._never_written(spark):
                 # The table's first rows: a MERGE into an empty table inserts every row (one per
                 # key), as an append does, but plans a join and a rewrite against it first. The
                 # same transaction id keeps a replay skipped once either has committed.
@@ -179,6 +196,8 @@ class UpsertWriter:
                 append_batch(to_write, self.path, app_id, batch_id)
         finally:
             updated.unpersist()
+            if recomputed is not None:
+                recomputed.release()
         self.rows_out += rows
         log.info("%s batch %d: %d rows written", self.table.key, batch_id, rows)
 
@@ -191,6 +210,8 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Go
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
     checkpoint = gold.spec.checkpoint(settings)
     if skippable(spark, trigger, gold.spec.path(settings), checkpoint, inputs):
+        if gold.gold.recomputed:  # nothing new, but a changed declaration recomputes the table
+            return recompute_reason(spark, settings, gold) is not None
         # Nothing new, but a declaration its state cannot carry on from is refused at this run,
         # not at the next one that has data (DeclarationChanged: the other queries go on).
         check_declared_state(spark, gold.spec.key, checkpoint, gold.state_definition)
@@ -216,10 +237,31 @@ def _declared_doc(pipeline: PipelineSpec, key: str) -> TableDoc | None:
         return None
 
 
+def recompute_reason(spark: SparkSession, settings: Settings, gold: GoldFlow) -> str | None:
+    """Why a recomputed table starts over from a new checkpoint (None: it carries on)."""
+    spec = gold.spec
+    path, checkpoint = spec.path(settings), spec.checkpoint(settings)
+    return start_over_reason(
+        spark, spec.key, path, checkpoint, gold.state_definition,
+        lambda: guard_checkpoint(spark, path, checkpoint, spec.key,
+                                 app_id=lambda query_id: txn_app_id(spec.key, query_id)))
+
+
 def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) -> None:
     """Refuse to carry on from a state another declaration of the table wrote; record the
-    declaration a new state is written with (:func:`~medallion.io.sinks.evolution.keep_declared_state`)."""
+    declaration a new state is written with (:func:`~medallion.io.sinks.evolution.keep_declared_state`).
+    A recomputed table has no state: whatever its checkpoint cannot carry on from, it starts over
+    from a new one (announced), and its first batch recomputes the table."""
     checkpoint = gold.spec.checkpoint(settings)
+    if gold.gold.recomputed:
+        reason = recompute_reason(spark, settings, gold)
+        if reason is not None:
+            start_over(spark, gold.spec.key, checkpoint, gold.state_definition, reason,
+                       gold.gold.input)
+        elif not path_exists(spark, f"{checkpoint}/offsets"):
+            keep_declared_state(spark, gold.spec.key, checkpoint, gold.state_definition,
+                                resumed=False)
+        return
     keep_declared_state(spark, gold.spec.key, checkpoint, gold.state_definition,
                         resumed=path_exists(spark, f"{checkpoint}/offsets"))
 
@@ -232,14 +274,19 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
         return idle(spark, spec.key, [(t.key, t.path(settings)) for t in gold.inputs])
     for table in flow_tables(settings, gold):
         ensure_table(spark, *table)
-    join = gold.gold.join
-    # Every gold aggregation keeps windows or sessions in its state store; a join keeps none.
-    state = guard_checkpoint(spark, path, checkpoint, spec.key, stateful=join is None,
-                             app_id=(lambda query_id: txn_app_id(spec.key, query_id))
-                             if gold.merge_keys else None)
+    join, recomputed = gold.gold.join, gold.gold.recomputed
+    # A stateful aggregation keeps windows or sessions in its state store; a join keeps none, nor
+    # does a recomputed aggregation (whose checkpoint, when it cannot carry on, the check before
+    # its start replaced).
+    state = (None if recomputed and not path_exists(spark, f"{checkpoint}/offsets") else
+             guard_checkpoint(spark, path, checkpoint, spec.key,
+                              stateful=join is None and not recomputed,
+                              app_id=(lambda query_id: txn_app_id(spec.key, query_id))
+                              if gold.merge_keys else None))
     if state is not None and join is not None:
         retire_join_state(spark, spec.key, checkpoint)
-    if state is not None and join is None and trigger.kind is not TriggerKind.ONCE:
+    if state is not None and join is None and not recomputed \
+            and trigger.kind is not TriggerKind.ONCE:
         # Windows a stopped run still owes (trigger once runs one batch: it owes none, and a
         # planned batch without data would take the place of its batch of new data).
         plan_watermark_batch(spark, spec.key, checkpoint, state)
@@ -251,16 +298,20 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     joined = (JoinBatches(spark, spec.key, checkpoint,
                           (gold.inputs[0].path(settings), gold.inputs[-1].path(settings)),
                           gold.pipeline, gold.gold) if join is not None else None)
+    recompute = (RecomputeBatches(gold.pipeline, gold.gold, checkpoint, gold.input.path(settings),
+                                  path) if recomputed else None)
     streamed = (join_stream(gold.pipeline, gold.gold, *streams) if joined is not None
+                else recompute.located(streams[0]) if recompute is not None
                 else gold.transform(*streams))
     writer = streamed.writeStream.queryName(spec.key).option("checkpointLocation", checkpoint)
     batch_writer = UpsertWriter(spec, path, gold.merge_keys, checkpoint, gate=gate,
                                 quarantine_path=quarantine.path(settings),
                                 latest_by=gold.gold.latest_by, prune_by=gold.gold.prune_by,
-                                compute=joined, appends=BatchAppends.after(state, settings.s3))
+                                compute=joined, appends=BatchAppends.after(state, settings.s3),
+                                recompute=recompute)
     # A join streams event times and computes its rows in the batch; its MERGE keeps the latest
     # per key. An aggregation MERGEs the windows each batch updated.
-    mode = "update" if gold.merge_keys and join is None else "append"
+    mode = "update" if gold.merge_keys and join is None and not recomputed else "append"
     query = with_trigger(writer.outputMode(mode).foreachBatch(batch_writer), trigger).start()
 
     def late_rows(run: TableRun) -> None:

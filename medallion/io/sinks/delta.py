@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
@@ -471,3 +472,51 @@ def upsert_batch(
             .whenNotMatchedInsertAll()
             .execute()
         )
+
+
+STALE = "__stale"  # a source row of :func:`replace_batch` that deletes its target row
+
+
+def replace_batch(rows: DataFrame, region: DataFrame | None, path: str, keys: Sequence[str],
+                  app_id: str, batch_id: int, prune_by: str | None = None, low: Any = None,
+                  high: Any = None) -> int:
+    """Replace a region of the table with ``rows`` in one MERGE on ``keys``, once: matched rows
+    updated, new ones inserted, and the rows of ``region`` (their keys, read from the table
+    before) that ``rows`` do not hold deleted. ``prune_by`` with ``low`` and ``high``: every row
+    of both lies in that range of the column, which bounds the MERGE's scan of the table as in
+    :func:`upsert_batch`. Returns the rows deleted."""
+    spark = rows.sparkSession
+    stale = None
+    if region is not None:
+        same = reduce(lambda a, b: a & b, (F.col(f"r.`{k}`").eqNullSafe(F.col(f"n.`{k}`"))
+                                           for k in keys))
+        # Materialized before the MERGE, which changes the table the region was read from.
+        stale = (region.select(*keys).alias("r")
+                 .join(rows.select(*keys).alias("n"), same, "left_anti")
+                 .select(*(F.col(f"r.`{k}`").alias(k) for k in keys)).persist())
+    try:
+        deleted = stale.count() if stale is not None else 0
+        columns = rows.columns
+        source = rows.withColumn(STALE, F.lit(False))
+        if deleted:
+            assert stale is not None
+            source = source.unionByName(stale.withColumn(STALE, F.lit(True)),
+                                        allowMissingColumns=True)
+        condition = F.expr(" AND ".join(f"t.`{key}` <=> s.`{key}`" for key in keys))
+        if prune_by is not None and low is not None and high is not None:
+            column = F.col(f"t.`{prune_by}`")
+            condition = condition & (column >= F.lit(low)) & (column <= F.lit(high))
+        values: dict[str, str | Column] = {c: F.col(f"s.`{c}`") for c in columns}
+        with _transaction(spark, app_id, batch_id):
+            (
+                DeltaTable.forPath(spark, path).alias("t")
+                .merge(source.alias("s"), condition)
+                .whenMatchedDelete(condition=F.col(f"s.{STALE}"))
+                .whenMatchedUpdate(set=values)
+                .whenNotMatchedInsert(condition=~F.col(f"s.{STALE}"), values=values)
+                .execute()
+            )
+        return deleted
+    finally:
+        if stale is not None:
+            stale.unpersist()

@@ -1,0 +1,153 @@
+"""Gold kept by recompute (``refresh: recompute``): the events pipeline's tumbling, sliding and
+session tables recomputed from silver, against the independent model over every silver event,
+late ones included; a changed declaration and a lost checkpoint recompute the table."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from medallion.config.model import Trigger
+from medallion.engine.runner import RunTarget, run_pipeline
+from medallion.ops.plan import Verdict, collect_plan
+from medallion.project import Settings, load_settings
+from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
+from tests.conf_support import REPO_CONF
+from tests.events_tables import (
+    GOLD_EVENT_COUNTS_5M,
+    GOLD_SEGMENT_REVENUE_1H,
+    GOLD_USER_ACTIVITY_SLIDING,
+    GOLD_USER_SESSIONS,
+)
+from tests.lakehouse_views import _set, rows
+from tests.reference import Lakehouse, read_lines, read_segments
+
+START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
+RECOMPUTED = ("event_counts_5m", "user_activity_sliding", "user_sessions")
+
+
+def recompute_conf(conf: Path, counts_filter: str | None = None) -> Path:
+    """The repo's configuration with the events pipeline's tumbling, sliding and session tables
+    kept by recompute (sessions in mode update: open sessions too)."""
+    shutil.copytree(REPO_CONF, conf, dirs_exist_ok=True)
+    events = conf / "pipelines" / "events.yaml"
+    text = events.read_text(encoding="utf-8")
+    for table in RECOMPUTED:
+        text = text.replace(f"\n  {table}:\n", f"\n  {table}:\n    refresh: recompute\n", 1)
+    text = text.replace("    mode: append                    # closed sessions only",
+                        "    mode: update                    # every session", 1)
+    if counts_filter is not None:
+        text = text.replace("  event_counts_5m:\n",
+                            f"  event_counts_5m:\n    filter: \"{counts_filter}\"\n", 1)
+    events.write_text(text, encoding="utf-8")
+    return conf
+
+
+def recompute_settings(root: Path, conf: Path) -> Settings:
+    """The events pipeline alone, each silver and gold batch one file of its input."""
+    loaded = load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
+                           lakehouse=str(root / "lakehouse"))
+    return dataclasses.replace(
+        loaded, pipelines=(loaded.pipeline("events"),),
+        streaming=dataclasses.replace(loaded.streaming, max_files_per_trigger=1))
+
+
+def assert_exact(spark: SparkSession, settings: Settings, model: Lakehouse) -> None:
+    """Every recomputed table holds what the model computes over every silver event."""
+    assert _set(rows(spark, settings, GOLD_EVENT_COUNTS_5M)) == model.exact_event_counts_5m()
+    assert _set(rows(spark, settings, GOLD_USER_ACTIVITY_SLIDING)) == \
+        model.exact_user_activity_sliding()
+    assert _set(rows(spark, settings, GOLD_USER_SESSIONS)) == model.exact_user_sessions()
+
+
+def stragglers(burst: str, start: datetime, count: int) -> list[str]:
+    """Purchases of one user a minute apart from ``start``: late ones when it is long past."""
+    return [json.dumps({"event_id": f"{burst}-{i}", "user_id": "u0003", "event_type": "purchase",
+                        "timestamp": (start + timedelta(minutes=i)).isoformat(), "amount": 2.5})
+            for i in range(count)]
+
+
+def test_recomputed_windows_and_sessions_equal_the_model_late_data_included(
+        spark: SparkSession, tmp_path: Path) -> None:
+    settings = recompute_settings(tmp_path, recompute_conf(tmp_path / "conf"))
+    landing = Path(settings.paths.landing)
+    model = Lakehouse()
+
+    first = GenerateSpec(events=300, files=2, users=20, burst="b1", start=START,
+                         seconds_between_events=3, seed=21)
+    written = generate_landing(landing, first)
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    model.run(read_lines(p for p in written if p.suffix == ".json"),
+              read_segments(p for p in written if p.suffix == ".csv"))
+    assert_exact(spark, settings, model)
+    # No state store: the checkpoints hold the streams' offsets only.
+    checkpoints = Path(settings.paths.lakehouse) / "_checkpoints" / "gold"
+    assert [table for table in RECOMPUTED if (checkpoints / table / "state").exists()] == []
+    assert (checkpoints / "segment_revenue_1h" / "state").exists()  # stateful, as declared
+
+    # Burst 2: the next 15 minutes; events an hour late that join and bridge the first burst's
+    # sessions; and a burst two days older than everything, far behind any watermark.
+    second = GenerateSpec(events=300, files=2, users=20, burst="b2",
+                          start=START + timedelta(minutes=15), seconds_between_events=3, seed=22)
+    written2 = generate_landing(landing, second, with_customers=False)
+    late = landing / "events" / "b2-late.json"
+    write_atomically(late, stragglers("late", START + timedelta(minutes=2), 12))
+    old = landing / "events" / "b2-two-days-old.json"
+    write_atomically(old, stragglers("old", START - timedelta(days=2), 8))
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    model.run(read_lines([*(p for p in written2 if p.suffix == ".json"), late, old]), {})
+    assert model.late_dropped > 0  # a stateful table would have dropped some of these
+    assert_exact(spark, settings, model)
+    # The stateful table beside them keeps today's semantics (late rows behind the watermark
+    # dropped), which the model gives too.
+    assert _set(rows(spark, settings, GOLD_SEGMENT_REVENUE_1H)) == model.segment_revenue_1h()
+
+    # A run without new input changes nothing.
+    versions = {t: DeltaTable.forPath(spark, f"{settings.paths.lakehouse}/gold/{t}")
+                .history(1).first()["version"] for t in RECOMPUTED}
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    assert {t: DeltaTable.forPath(spark, f"{settings.paths.lakehouse}/gold/{t}")
+            .history(1).first()["version"] for t in RECOMPUTED} == versions
+
+
+def test_changed_filter_and_lost_checkpoint_recompute_the_table(
+        spark: SparkSession, tmp_path: Path) -> None:
+    conf = recompute_conf(tmp_path / "conf")
+    settings = recompute_settings(tmp_path, conf)
+    landing = Path(settings.paths.landing)
+    written = generate_landing(landing, GenerateSpec(events=200, files=2, users=15, burst="b1",
+                                                     start=START, seconds_between_events=3,
+                                                     seed=31))
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    model = Lakehouse()
+    model.run(read_lines(p for p in written if p.suffix == ".json"),
+              read_segments(p for p in written if p.suffix == ".csv"))
+    assert_exact(spark, settings, model)
+
+    # The filter changes, and no new data comes: plan says the table is recomputed, the run does.
+    changed = recompute_settings(tmp_path, recompute_conf(tmp_path / "conf2",
+                                                          counts_filter="event_type <> 'view'"))
+    plans = {p.table: p for p in collect_plan(changed)}
+    assert plans["gold/event_counts_5m"].verdict is Verdict.RECOMPUTED
+    assert any("filter" in change for change in plans["gold/event_counts_5m"].changes)
+    assert plans["gold/user_sessions"].verdict is Verdict.UNCHANGED
+    run_pipeline(spark, changed, RunTarget.ALL, Trigger())
+    assert _set(rows(spark, changed, GOLD_EVENT_COUNTS_5M)) == \
+        model.exact_event_counts_5m(lambda e: e.event_type != "view")
+    assert {p.table: p.verdict for p in collect_plan(changed)}["gold/event_counts_5m"] is \
+        Verdict.UNCHANGED
+
+    # Its checkpoint is lost: the next run recomputes it rather than refusing it.
+    shutil.rmtree(Path(changed.paths.lakehouse) / "_checkpoints" / "gold" / "user_sessions")
+    assert {p.table: p.verdict for p in collect_plan(changed)}["gold/user_sessions"] is \
+        Verdict.RECOMPUTED
+    run_pipeline(spark, changed, RunTarget.ALL, Trigger())
+    assert _set(rows(spark, changed, GOLD_USER_SESSIONS)) == model.exact_user_sessions()
+    assert _set(rows(spark, changed, GOLD_USER_ACTIVITY_SLIDING)) == \
+        model.exact_user_activity_sliding()
