@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo airflow-venv s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing bench-gold clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo airflow-venv s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -61,6 +61,9 @@ lint: setup ## ruff (Airflow's rules on the DAG too) and mypy against the oldest
 
 bench: setup ## benchmark each layer on 1M generated events against plain Spark
 	$(BIN)/python -m tests.benchmarks.bench_pipeline
+
+bench-gold: setup ## gold kept stateful, by recompute and by a batch job, on 1M events (EVENTS=4000000 for the large run)
+	$(BIN)/python -m tests.benchmarks.bench_gold_refresh --events $(or $(EVENTS),1000000)
 
 bench-sql: setup ## five analyst queries as whole medallion sql processes, fast path vs Spark, on 1M events
 	$(BIN)/python -m tests.benchmarks.bench_sql --events $(or $(EVENTS),1000000)

@@ -2,7 +2,8 @@
 start-up, table creation and the first commits included), on a new lakehouse and on one with
 history, then run to the end: the tables equal those of uninterrupted runs over the same input.
 On the lakehouse with history, three more kills land at planned points first: mid-batch in
-bronze, in silver and in gold.
+bronze, in silver and in gold (a table kept by recompute: its pipeline keeps copies of the
+tumbling and session tables that way, beside the stateful ones).
 
 ``make test`` runs one sample (5 kills: 3 planned, 2 at random; one seed). ``make soak``
 runs the long one: ``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (random
@@ -12,6 +13,7 @@ kills per phase and seed); it prints where the kills landed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import random
 import re
@@ -21,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
@@ -45,6 +48,23 @@ KILLS_PER_PHASE = int(os.environ.get("MEDALLION_SOAK_KILLS", "1"))
 # in `make bench`'s run with nothing new). A horizon longer than the killed run wastes whole runs
 # that finish first; the runs after a kill resume the work, so later stages are reached anyway.
 JVM_START_SECONDS = 5.0
+
+
+# Gold tables kept by recompute beside the stateful ones, and where the planned gold kill lands.
+RECOMPUTED = {"event_counts_recomputed": "event_counts_5m", "sessions_recomputed": "user_sessions"}
+POINTS = (*KILL_POINTS[:2], ("gold/sessions_recomputed", 0.0))
+
+
+def with_recomputed_tables(conf: Path) -> Path:
+    """``conf`` whose events pipeline also keeps copies of its tumbling and session tables by
+    recompute (sessions in mode update), so the kills land in them too."""
+    events = conf / "pipelines" / "events.yaml"
+    tree = yaml.safe_load(events.read_text(encoding="utf-8"))
+    for name, like in RECOMPUTED.items():
+        tree["gold"][name] = {**copy.deepcopy(tree["gold"][like]), "refresh": "recompute",
+                              "mode": "update"}
+    events.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
+    return conf
 
 
 def _burst(landing: Path, name: str, seed: int) -> None:
@@ -152,7 +172,7 @@ def finish_here(spark: SparkSession, settings: Settings) -> None:
 def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_runs(
         spark: SparkSession, tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    conf = conf_with_small_batches(tmp_path)
+    conf = with_recomputed_tables(conf_with_small_batches(tmp_path))
     landing = tmp_path / "landing"
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     crashed = make_settings_at(tmp_path / "crashed", landing, conf)
@@ -167,7 +187,8 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             if phase == 1 and seed == SEEDS[0]:  # planned points, where the history is
                 landed.update(planned_kills(conf, landing, crashed_lakehouse,
                                              tmp_path / "planned.log",
-                                             Path(crashed.paths.lakehouse) / "_checkpoints"))
+                                             Path(crashed.paths.lakehouse) / "_checkpoints",
+                                             POINTS))
                 # each layer's monitoring rows are written when the layer ends: the runs killed
                 # in silver and in gold left the record of the batches they completed
                 recorded = {row[0] for row in spark.read.format("delta")

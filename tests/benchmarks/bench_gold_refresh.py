@@ -1,0 +1,163 @@
+"""Benchmark: gold kept by Spark's stateful aggregation, by recompute, and by a batch job.
+
+``python -m tests.benchmarks.bench_gold_refresh --events 1000000`` generates the events and runs
+bronze and silver once. Then, alternating for ``--rounds`` rounds, each of three processes of its
+own (as a scheduler starts them) brings the events pipeline's five gold tables up to date on a
+copy of that silver lakehouse, wall time from start to exit:
+
+  stateful:  ``medallion run gold`` as shipped (the four window aggregates in state stores);
+  recompute: ``medallion run gold`` with the four declared ``refresh: recompute`` (sessions in
+             mode update);
+  batch:     the hand-written batch job's gold (``bench_pipeline.baseline_gold``: the four
+             aggregations as ``groupBy`` and the attribution join, written to Delta).
+
+Then an increment of ``--increment`` new events (the next day's) through every layer, ``medallion
+run all`` in a process of its own, on each medallion variant's lakehouse, and the same increment
+on an empty lakehouse with recompute. Figures go to ``bench-results/gold_refresh.json``, with the
+load average at each process's start. Nothing here asserts on time: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from medallion.config.model import Metastore, Trigger
+from medallion.engine.runner import RunTarget, run_pipeline
+from medallion.project import load_settings
+from medallion.samples.generate import generate_landing
+from medallion.spark.session import build_session
+from tests.benchmarks.bench_pipeline import INCREMENT_START, baseline_gold, events_spec
+from tests.conf_support import REPO_CONF
+
+RECOMPUTED = ("event_counts_5m", "user_activity_sliding", "user_sessions", "segment_revenue_1h")
+
+
+def recompute_conf(conf: Path) -> Path:
+    """The repo's configuration with the events pipeline's window aggregates kept by recompute."""
+    shutil.copytree(REPO_CONF, conf, dirs_exist_ok=True)
+    events = conf / "pipelines" / "events.yaml"
+    text = events.read_text(encoding="utf-8")
+    for table in RECOMPUTED:
+        text = text.replace(f"\n  {table}:\n", f"\n  {table}:\n    refresh: recompute\n", 1)
+    text = text.replace("    mode: append                    # closed sessions only",
+                        "    mode: update", 1)
+    events.write_text(text, encoding="utf-8")
+    return conf
+
+
+def batch_gold(root: str) -> None:
+    """The batch job's gold over the silver lakehouse under ``root``, in this process."""
+    settings = load_settings(landing=f"{root}/landing", lakehouse=f"{root}/lakehouse")
+    settings = replace(settings, catalog=replace(settings.catalog, metastore=Metastore.IN_MEMORY))
+    spark = build_session(settings, register_tables=False)
+    baseline_gold(spark, settings, f"{root}/batch-gold")
+    spark.stop()
+
+
+def silver_only(root: str) -> None:
+    """Bronze and silver of the landed events, in this process."""
+    settings = load_settings(landing=f"{root}/landing", lakehouse=f"{root}/lakehouse")
+    spark = build_session(settings)
+    run_pipeline(spark, settings, RunTarget.BRONZE, Trigger())
+    run_pipeline(spark, settings, RunTarget.SILVER, Trigger())
+    spark.stop()
+
+
+def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall seconds of ``command`` in a process of its own, and the 1-minute load average at its
+    start."""
+    load = os.getloadavg()[0]
+    began = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - began, load
+
+
+def medallion(conf: Path, root: str, lakehouse: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "medallion.cli.main", "--conf-dir", str(conf), "--landing",
+            f"{root}/landing", "--lakehouse", lakehouse, *args]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--increment", type=int, default=20_000)
+    parser.add_argument("--batch-gold-of", help=argparse.SUPPRESS)
+    parser.add_argument("--silver-of", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.batch_gold_of:
+        batch_gold(args.batch_gold_of)
+        return 0
+    if args.silver_of:
+        silver_only(args.silver_of)
+        return 0
+
+    tmp = tempfile.mkdtemp(prefix="bench-gold-refresh-")
+    stateful_conf, recompute = REPO_CONF, recompute_conf(Path(tmp) / "conf-recompute")
+    generate_landing(f"{tmp}/landing", events_spec(args.events, 20, "bench"))
+    subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_gold_refresh", "--silver-of",
+                    tmp], check=True)
+    print(f"silver of {args.events} events ready in {tmp}", flush=True)
+    runs: dict[str, list[tuple[float, float]]] = {"stateful": [], "recompute": [], "batch": []}
+    for round_ in range(args.rounds):
+        for name in runs:
+            root = f"{tmp}/{name}-{round_}"
+            shutil.copytree(f"{tmp}/lakehouse", f"{root}/lakehouse")
+            os.symlink(f"{tmp}/landing", f"{root}/landing")
+            command = ([sys.executable, "-m", "tests.benchmarks.bench_gold_refresh",
+                        "--batch-gold-of", root] if name == "batch" else
+                       medallion(stateful_conf if name == "stateful" else recompute, root,
+                                 f"{root}/lakehouse", "run", "gold"))
+            runs[name].append(_timed(command))
+            print(f"round {round_ + 1}, {name}: {runs[name][-1][0]:.1f} s "
+                  f"(load {runs[name][-1][1]:.1f})", flush=True)
+    # The increment: the next day's events through every layer, on the last round's lakehouses.
+    generate_landing(f"{tmp}/landing", events_spec(args.increment, 4, "increment", INCREMENT_START),
+                     with_customers=False)
+    last = args.rounds - 1
+    increments = {
+        "stateful": _timed(medallion(stateful_conf, tmp, f"{tmp}/stateful-{last}/lakehouse",
+                                     "run", "all")),
+        "recompute": _timed(medallion(recompute, tmp, f"{tmp}/recompute-{last}/lakehouse",
+                                      "run", "all")),
+    }
+    alone = f"{tmp}/increment-alone"
+    Path(alone, "landing", "events").mkdir(parents=True)
+    for file in Path(tmp, "landing", "events").glob("increment-*"):
+        shutil.copy(file, Path(alone, "landing", "events", file.name))
+    shutil.copytree(Path(tmp, "landing", "customers"), Path(alone, "landing", "customers"))
+    increments["recompute on an empty lakehouse"] = _timed(
+        medallion(recompute, alone, f"{alone}/lakehouse", "run", "all"))
+    for name, (seconds, load) in increments.items():
+        print(f"increment of {args.increment}, {name}: {seconds:.1f} s (load {load:.1f})",
+              flush=True)
+
+    means = {name: statistics.fmean(s for s, _ in measured) for name, measured in runs.items()}
+    figures = {
+        "events": args.events, "rounds": args.rounds, "increment": args.increment,
+        "gold_seconds": {name: [s for s, _ in measured] for name, measured in runs.items()},
+        "load_at_start": {name: [load for _, load in measured] for name, measured in runs.items()},
+        "gold_ratio_to_batch": {name: means[name] / means["batch"] for name in ("stateful",
+                                                                                "recompute")},
+        "increment_seconds": {name: s for name, (s, _) in increments.items()},
+        "increment_load_at_start": {name: load for name, (_, load) in increments.items()},
+    }
+    print(json.dumps(figures, indent=1))
+    Path("bench-results").mkdir(exist_ok=True)
+    Path("bench-results/gold_refresh.json").write_text(json.dumps(figures, indent=1) + "\n")
+    shutil.rmtree(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
