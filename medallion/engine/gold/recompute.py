@@ -34,6 +34,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -162,8 +163,16 @@ def _micros(column: str) -> Column:
     return F.unix_micros(F.col(column))
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _instant(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
 def _at(micros: int) -> Column:
-    return F.timestamp_micros(F.lit(micros))
+    """A TIMESTAMP literal: a bound Delta's data skipping compares with each file's statistics."""
+    return F.lit(_instant(micros))
 
 
 def _any(conditions: Sequence[Column]) -> Column:
@@ -215,6 +224,8 @@ class RecomputeBatches:
         offset = entries[1] if len(entries) > 1 else None
         if not isinstance(offset, dict):
             raise ValueError(f"{self.gold.key}: batch {batch_id} has no offset of its input")
+        if batch_id == 0 or offset.get("isStartingVersion") is True:
+            batch.count()  # read for the run's accounting (rows in), as the other layers' are
         if batch_id > 0 and offset.get("isStartingVersion") is True:
             return None  # its rows are of the snapshot batch 0 recomputed the whole table from
         version = max(version_read(offset), 0)
@@ -243,12 +254,7 @@ class RecomputeBatches:
         wanted = _any([(start >= _at(low)) & (start <= _at(high)) for low, high in starts])
         held = read_table(session, self.table_path).where(wanted).select(*self.keys)
         return Recomputed(self.transform(read).where(wanted), held,
-                          *self._bounds(session, starts[0][0], starts[-1][1]))
-
-    def _bounds(self, session: SparkSession, low: int, high: int) -> tuple[object, object]:
-        bounds = session.range(1).select(_at(low), _at(high)).first()
-        assert bounds is not None
-        return bounds[0], bounds[1]
+                          _instant(starts[0][0]), _instant(starts[-1][1]))
 
     def _sessions(self, session: SparkSession, source: DataFrame, batch: DataFrame
                   ) -> Recomputed | None:
@@ -287,8 +293,9 @@ class RecomputeBatches:
                           & (F.col(f"h.{_HI}") <= F.col(f"p.{_HI}")), "left_semi")
                     .select(F.timestamp_micros(_LO).alias(start_col),
                             F.timestamp_micros(_HI).alias(end_col), *groups))
-        low, high = self._bounds(session, min(lo for lo, _ in found), max(hi for _, hi in found))
-        return Recomputed(self.transform(inside), replaced.select(*self.keys), low, high,
+        low, high = min(lo for lo, _ in found), max(hi for _, hi in found)
+        return Recomputed(self.transform(inside), replaced.select(*self.keys),
+                          _instant(low), _instant(high),
                           cached=(new, held, spans))
 
 
