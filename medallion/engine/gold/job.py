@@ -317,6 +317,10 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     def late_rows(run: TableRun) -> None:
         if joined is not None:
             run.late_rows_dropped += joined.late_dropped
+        if recompute is not None and recompute.first_batch_rows:
+            # The first batch recomputes from the input table, not from the rows it streamed.
+            run.rows_in += recompute.first_batch_rows
+            run.batches += 1
 
     return RunningQuery(spec.key, query, rows_out=lambda: batch_writer.rows_out,
                         extra=late_rows, cause=lambda: gate.failure if gate else None)

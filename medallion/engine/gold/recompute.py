@@ -18,7 +18,7 @@ recomputation no longer has is deleted in the same commit.
   of whole sessions and new rows, and no input row outside it can join one inside (it would be
   closer than the gap to it, so inside it), so sessions merge and split as the data says.
 * **A checkpoint's first batch** recomputes the whole table as of its version and replaces it
-  (the other batches of that first snapshot have nothing left to do), so a first run is one batch
+  (the later batches of rows of that version or older have nothing left to do), so a first run is one batch
   aggregation, and a table whose declaration changed, or whose checkpoint was lost or damaged,
   starts over from a new checkpoint (:func:`start_over_reason`, announced by the run and by
   ``plan``).
@@ -194,6 +194,8 @@ class RecomputeBatches:
         assert gold.window is not None, f"{gold.key}: recompute keeps window aggregates"
         self.gold, self.window = gold, gold.window
         self.checkpoint, self.input_path, self.table_path = checkpoint, input_path, table_path
+        self.first_batch_rows = 0  # the input a checkpoint's first batch recomputed the table from
+        self._whole_table: int | None = None
         self.transform = compile_gold(pipeline, gold)
         self.keys = gold.merge_keys
         self.start_column = self.window.bounds[0]
@@ -224,13 +226,14 @@ class RecomputeBatches:
         offset = entries[1] if len(entries) > 1 else None
         if not isinstance(offset, dict):
             raise ValueError(f"{self.gold.key}: batch {batch_id} has no offset of its input")
-        if batch_id == 0 or offset.get("isStartingVersion") is True:
-            batch.count()  # read for the run's accounting (rows in), as the other layers' are
-        if batch_id > 0 and offset.get("isStartingVersion") is True:
-            return None  # its rows are of the snapshot batch 0 recomputed the whole table from
         version = max(version_read(offset), 0)
+        if batch_id > 0 and version <= self._whole_table_version(session):
+            return None  # its rows are of the snapshot batch 0 recomputed the whole table from
         source = read_table(session, self.input_path, version)
         if batch_id == 0:
+            # The batch's own rows are never read: the run counts the input it recomputed from
+            # (from the Delta log's statistics, without reading a file).
+            self.first_batch_rows += source.count()
             log.info("%s: the first batch of its checkpoint recomputes the whole table from %s "
                      "version %d", self.gold.key, self.gold.input, version)
             held = read_table(session, self.table_path).select(*self.keys)
@@ -239,6 +242,16 @@ class RecomputeBatches:
         if self.window.kind is WindowKind.SESSION:
             return self._sessions(session, source, times)
         return self._windows(session, source, times)
+
+    def _whole_table_version(self, session: SparkSession) -> int:
+        """The version of the input the checkpoint's first batch recomputed the whole table as
+        of (-1 once Spark has cleaned up that batch's offsets, long after its snapshot)."""
+        if self._whole_table is None:
+            first = f"{self.checkpoint}/offsets/0"
+            entries = read_log_file(session, first) if path_exists(session, first) else []
+            offset = entries[1] if len(entries) > 1 else None
+            self._whole_table = version_read(offset) if isinstance(offset, dict) else -1
+        return self._whole_table
 
     def _windows(self, session: SparkSession, source: DataFrame, batch: DataFrame
                  ) -> Recomputed | None:
