@@ -115,6 +115,24 @@ def _kept(window_end: datetime, watermark: datetime | None) -> bool:
     return watermark is None or window_end > watermark
 
 
+def _sessions(by_user: dict[str, list[Event]]) -> set[tuple[object, ...]]:
+    """Each user's sessions: events closer than the gap to the one before (exactly the gap
+    continues it), ending the gap after the last; with their count and total amount."""
+    sessions = set()
+    for user, events in by_user.items():
+        events.sort(key=lambda e: e.timestamp)
+        current: list[Event] = []
+        for event in [*events, None]:
+            if current and (event is None or event.timestamp > current[-1].timestamp + GAP):
+                total = sum((e.amount or 0 for e in current), Decimal(0))
+                sessions.add((user, current[0].timestamp, current[-1].timestamp + GAP,
+                              len(current), total))
+                current = []
+            if event is not None:
+                current.append(event)
+    return sessions
+
+
 @dataclass
 class Lakehouse:
     """What the tables must hold after the bursts fed so far, one pipeline run per burst."""
@@ -192,20 +210,7 @@ class Lakehouse:
             # An event opens the session window [t, t + gap) before merging.
             if _kept(event.timestamp + GAP, arrival_watermark):
                 by_user[event.user_id].append(event)
-        sessions = set()
-        for user, events in by_user.items():
-            events.sort(key=lambda e: e.timestamp)
-            current: list[Event] = []
-            for event in [*events, None]:
-                if current and (event is None or event.timestamp > current[-1].timestamp + GAP):
-                    start, end = current[0].timestamp, current[-1].timestamp + GAP
-                    if end <= watermark:
-                        total = sum((e.amount or 0 for e in current), Decimal(0))
-                        sessions.add((user, start, end, len(current), total))
-                    current = []
-                if event is not None:
-                    current.append(event)
-        return sessions
+        return {session for session in _sessions(by_user) if session[2] <= watermark}
 
     # Recomputed tables (``refresh: recompute``): every silver event counts, however late it came.
 
@@ -231,19 +236,7 @@ class Lakehouse:
         by_user: dict[str, list[Event]] = defaultdict(list)
         for event in self.silver.values():
             by_user[event.user_id].append(event)
-        sessions = set()
-        for user, events in by_user.items():
-            events.sort(key=lambda e: e.timestamp)
-            current: list[Event] = []
-            for event in [*events, None]:
-                if current and (event is None or event.timestamp > current[-1].timestamp + GAP):
-                    total = sum((e.amount or 0 for e in current), Decimal(0))
-                    sessions.add((user, current[0].timestamp, current[-1].timestamp + GAP,
-                                  len(current), total))
-                    current = []
-                if event is not None:
-                    current.append(event)
-        return sessions
+        return _sessions(by_user)
 
     def purchase_attribution(self) -> set[tuple[object, ...]]:
         """Each purchase with the user's latest click or add_to_cart at most 30 minutes before
