@@ -5,15 +5,17 @@ bronze and silver once. Then, alternating for ``--rounds`` rounds, each of three
 own (as a scheduler starts them) brings the events pipeline's five gold tables up to date on a
 copy of that silver lakehouse, wall time from start to exit:
 
-  stateful:  ``medallion run gold`` as shipped (the four window aggregates in state stores);
-  recompute: ``medallion run gold`` with the four declared ``refresh: recompute`` (sessions in
-             mode update);
+  stateful:  ``medallion run gold`` with the four window aggregates declared
+             ``refresh: stateful`` (in state stores; sessions appended once closed);
+  recompute: ``medallion run gold`` with the four recomputed (as shipped, and sessions in mode
+             update, recomputed too);
   batch:     the hand-written batch job's gold (``bench_pipeline.baseline_gold``: the four
              aggregations as ``groupBy`` and the attribution join, written to Delta).
 
 Then an increment of ``--increment`` new events (the next day's) through every layer, ``medallion
-run all`` in a process of its own, on each medallion variant's lakehouse, and the same increment
-on an empty lakehouse with recompute. Every medallion process uses Spark's in-memory catalog, as
+run all`` in a process of its own, for ``--increment-rounds`` rounds, alternating: on a fresh copy
+of each medallion variant's lakehouse, and on an empty lakehouse with recompute (medians and
+their ratios printed). Every medallion process uses Spark's in-memory catalog, as
 the batch job does. Figures go to ``bench-results/gold_refresh.json``, with the
 load average at each process's start. Nothing here asserts on time: it measures.
 """
@@ -54,14 +56,16 @@ def bench_conf(conf: Path) -> Path:
     return conf
 
 
-def recompute_conf(conf: Path) -> Path:
+def recompute_conf(conf: Path, refresh: str = "recompute") -> Path:
     """The benchmark's configuration with the events pipeline's window aggregates kept by
-    recompute (sessions in mode update)."""
+    recompute (sessions in mode update), or by stateful queries (sessions in mode append)."""
     bench_conf(conf)
     events = conf / "pipelines" / "events.yaml"
     tree = yaml.safe_load(events.read_text(encoding="utf-8"))
     for table in RECOMPUTED:
-        tree["gold"][table].update(refresh="recompute", mode="update")
+        tree["gold"][table].update(refresh=refresh)
+        if refresh == "recompute":
+            tree["gold"][table].update(mode="update")
     events.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
     return conf
 
@@ -103,6 +107,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--increment", type=int, default=20_000)
+    parser.add_argument("--increment-rounds", type=int, default=3)
     parser.add_argument("--batch-gold-of", help=argparse.SUPPRESS)
     parser.add_argument("--silver-of", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help="a folder of an earlier run whose silver to reuse")
@@ -117,7 +122,7 @@ def main() -> int:
     tmp = args.workdir or tempfile.mkdtemp(prefix="bench-gold-refresh-")
     for earlier in Path(tmp).glob("*-[0-9]*"):  # an earlier run's copies
         shutil.rmtree(earlier)
-    stateful_conf = bench_conf(Path(tmp) / "conf-stateful")
+    stateful_conf = recompute_conf(Path(tmp) / "conf-stateful", refresh="stateful")
     recompute = recompute_conf(Path(tmp) / "conf-recompute")
     if not Path(tmp, "lakehouse").exists():
         generate_landing(f"{tmp}/landing", events_spec(args.events, 20, "bench"))
@@ -137,28 +142,34 @@ def main() -> int:
             runs[name].append(_timed(command))
             print(f"round {round_ + 1}, {name}: {runs[name][-1][0]:.1f} s "
                   f"(load {runs[name][-1][1]:.1f})", flush=True)
-    # The increment: the next day's events through every layer, on the last round's lakehouses.
+    # The increment: the next day's events through every layer. Each round runs it on a fresh
+    # copy of the last round's stateful and recomputed lakehouses, and on an empty one, alternating.
     generate_landing(f"{tmp}/landing", events_spec(args.increment, 4, "increment", INCREMENT_START),
                      with_customers=False)
-    last = args.rounds - 1
-    increments = {
-        "stateful": _timed(medallion(stateful_conf, tmp, f"{tmp}/stateful-{last}/lakehouse",
-                                     "run", "all")),
-        "recompute": _timed(medallion(recompute, tmp, f"{tmp}/recompute-{last}/lakehouse",
-                                      "run", "all")),
-    }
     alone = f"{tmp}/increment-alone"
     shutil.rmtree(alone, ignore_errors=True)
     Path(alone, "landing", "events").mkdir(parents=True)
     for file in Path(tmp, "landing", "events").glob("increment-*"):
         shutil.copy(file, Path(alone, "landing", "events", file.name))
     shutil.copytree(Path(tmp, "landing", "customers"), Path(alone, "landing", "customers"))
-    increments["recompute on an empty lakehouse"] = _timed(
-        medallion(recompute, alone, f"{alone}/lakehouse", "run", "all"))
-    for name, (seconds, load) in increments.items():
-        print(f"increment of {args.increment}, {name}: {seconds:.1f} s (load {load:.1f})",
-              flush=True)
-
+    last = args.rounds - 1
+    increments: dict[str, list[tuple[float, float]]] = {
+        "stateful": [], "recompute": [], "recompute on an empty lakehouse": []}
+    for round_ in range(args.increment_rounds):
+        for name in increments:
+            lakehouse = f"{tmp}/increment-{round_}-{len(increments[name])}-{name.split()[0]}"
+            if name == "recompute on an empty lakehouse":
+                increments[name].append(_timed(medallion(recompute, alone, lakehouse, "run", "all")))
+            else:
+                shutil.copytree(f"{tmp}/{name}-{last}/lakehouse", lakehouse)
+                increments[name].append(_timed(medallion(
+                    stateful_conf if name == "stateful" else recompute, tmp, lakehouse, "run",
+                    "all")))
+            shutil.rmtree(lakehouse)
+            seconds, load = increments[name][-1]
+            print(f"increment of {args.increment}, round {round_ + 1}, {name}: {seconds:.1f} s "
+                  f"(load {load:.1f})", flush=True)
+    empty = statistics.median(s for s, _ in increments["recompute on an empty lakehouse"])
     means = {name: statistics.fmean(s for s, _ in measured) for name, measured in runs.items()}
     figures = {
         "events": args.events, "rounds": args.rounds, "increment": args.increment,
@@ -166,8 +177,12 @@ def main() -> int:
         "load_at_start": {name: [load for _, load in measured] for name, measured in runs.items()},
         "gold_ratio_to_batch": {name: means[name] / means["batch"] for name in ("stateful",
                                                                                 "recompute")},
-        "increment_seconds": {name: s for name, (s, _) in increments.items()},
-        "increment_load_at_start": {name: load for name, (_, load) in increments.items()},
+        "increment_seconds": {name: [s for s, _ in measured] for name, measured in increments.items()},
+        "increment_load_at_start": {name: [load for _, load in measured]
+                                    for name, measured in increments.items()},
+        "increment_median_ratio_to_empty": {
+            name: statistics.median(s for s, _ in increments[name]) / empty
+            for name in ("stateful", "recompute")},
     }
     print(json.dumps(figures, indent=1))
     Path("bench-results").mkdir(exist_ok=True)
