@@ -231,6 +231,14 @@ class Lakehouse:
                 counts[(start, event.user_id)] += 1
         return {(start, start + 2 * FIVE, user, n) for (start, user), n in counts.items()}
 
+    def exact_segment_revenue_1h(self) -> set[tuple[object, ...]]:
+        groups: dict[tuple[datetime, str], list[Event]] = defaultdict(list)
+        for event in self.silver.values():
+            if event.event_type == "purchase":
+                groups[(_floor(event.timestamp, HOUR), self.segment(event.user_id))].append(event)
+        return {(start, start + HOUR, seg, len(es), sum((e.amount or 0 for e in es), Decimal(0)))
+                for (start, seg), es in groups.items()}
+
     def exact_user_sessions(self) -> set[tuple[object, ...]]:
         """Every session, open ones included: events of a user closer than the gap."""
         by_user: dict[str, list[Event]] = defaultdict(list)

@@ -394,7 +394,9 @@ def _gold(reader: DeclarationReader, name: str, value: Any, silver: Sequence[Sil
             column=reader.optional_text(spec, "column", entry_key), default=default))
     if not aggregates:
         raise reader.error(f"{key}.aggregates", "required: at least one aggregate")
-    refresh = reader.choice(section, "refresh", Refresh, key, Refresh.STATEFUL)
+    # Recomputed unless the table only appends closed windows, which needs the watermark's state.
+    refresh = reader.choice(section, "refresh", Refresh, key,
+                            Refresh.RECOMPUTE if mode is OutputMode.UPDATE else Refresh.STATEFUL)
     if refresh is Refresh.RECOMPUTE and mode is not OutputMode.UPDATE:
         raise reader.error(f"{key}.mode", "a recomputed table's windows are replaced as late "
                            "input corrects them: mode update")

@@ -414,7 +414,8 @@ class GoldSpec:
     join: JoinSpec | None = None
     select: tuple[SelectSpec, ...] = ()  # with join: the output columns
     latest_by: tuple[str, ...] = ()  # with join: of several rows per key, the greatest stays
-    refresh: Refresh = Refresh.STATEFUL  # with window: how new input reaches the table
+    # with window: how new input reaches the table (the loader's default: recompute in mode update)
+    refresh: Refresh = Refresh.STATEFUL
     doc: TableDoc = TableDoc()
 
     @property

@@ -2,10 +2,11 @@
 
 A column added to a silver table is added to the table (rows written before hold null there); a
 column widened (INT to BIGINT) is widened in place, and the gold tables streaming from it carry
-on unless their state holds the column in another type. A
-gold table whose windows or aggregates changed is refused, naming what changed, since its state was
-made by the declaration before; the other gold tables run, a range backfill of it is refused as the
-run is, and a full refresh of it gives what a fresh lakehouse gives. A silver column dropped or
+on unless their state holds the column in another type; a recomputed one (no state) then
+recomputes itself. A stateful gold table whose windows or aggregates changed is refused, naming
+what changed, since its state was made by the declaration before; the other gold tables run, a
+range backfill of it is refused as the run is, and a full refresh of it gives what a fresh
+lakehouse gives. A silver column dropped or
 narrowed is refused before anything of the batch is read, and the declaration put back carries on
 with nothing lost. A gold table taken out of the declaration is warned of at each run. None of it
 ends in Delta's "A schema mismatch detected", in Spark's STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE,
@@ -74,6 +75,8 @@ def _edit(pipeline: Path, *changes: tuple[str, str]) -> None:
 UNIT_CENTS = ("      line_total:\n",
               "      unit_cents:\n        type: BIGINT\n"
               "        expr: try_cast(unit_price AS DECIMAL(10,2)) * 100\n      line_total:\n")
+STATEFUL = ("    mode: update                    # open windows kept up to date, late lines counted\n",
+            "    mode: update\n    refresh: stateful\n")
 TWO_HOURS = ("size: 1 hour, slide: 30 minutes", "size: 2 hours, slide: 30 minutes")
 TOP_PRICE = ("      revenue: {function: sum, column: line_total, default: 0}\n    mode: update",
              "      revenue: {function: sum, column: line_total, default: 0}\n"
@@ -86,6 +89,7 @@ def test_a_changed_declaration_adds_columns_and_refuses_what_its_tables_cannot_c
         caplog: pytest.LogCaptureFixture) -> None:
     conf, landing, lakehouse = _orders_lakehouse(tmp_path)
     pipeline = conf / "pipelines" / "orders.yaml"
+    _edit(pipeline, STATEFUL)  # in a state store: what it cannot carry on from is refused
     settings = _settings(conf, landing, lakehouse)
     run_pipeline(spark, settings, RunTarget.ALL, Trigger(), monitor=False)
     hourly_before = _rows(spark, settings, "gold/category_revenue_1h", "*")
@@ -260,19 +264,28 @@ def test_a_widened_silver_column_carries_on_in_place_and_gold_streams_on_from_it
         "units", str(sum(row[1] for row in _rows(spark, widened, "silver/order_lines",
                                                   "order_id", "quantity")))]
 
-    # line_total DECIMAL(18,2) -> (20,2): silver widens, but the gold tables' states hold its
-    # sum as DECIMAL(28,2): they cannot carry on from it.
+    # line_total DECIMAL(18,2) -> (20,2): silver widens. The sessions' state holds its sum as
+    # DECIMAL(28,2): that query cannot carry on from it. The hourly table keeps no state: its
+    # column widens in place and the run recomputes it from silver.
     _edit(pipeline, LINE_TOTAL_WIDER)
     capsys.readouterr()
     assert main(["plan", *paths]) == 4
     planned = capsys.readouterr().out
     for said in ("column line_total widened from DECIMAL(18,2) to DECIMAL(20,2) (in place)",
-                 "gold/category_revenue_1h       needs a full refresh",
+                 "gold/category_revenue_1h       recomputed",
+                 'definition: types.revenue: "DECIMAL(28,2)" -> "DECIMAL(30,2)"',
+                 "gold/store_sessions            needs a full refresh",
                  'state: types.revenue: "DECIMAL(28,2)" -> "DECIMAL(30,2)"'):
         assert said in planned, planned
     _land(landing, "2026-03-04.csv", "o41,1,s2,p3,1,2.00,2026-03-04,09:00:00")
     with pytest.raises(RunIncomplete) as refused:
         run_pipeline(spark, _settings(conf, landing, lakehouse), RunTarget.ALL, Trigger(),
                      monitor=False)
+    assert refused.value.table == "gold/store_sessions", str(refused.value)
     assert 'types.revenue: "DECIMAL(28,2)" -> "DECIMAL(30,2)"' in str(refused.value)
     assert _type_of(spark, widened, "silver/order_lines", "line_total") == "decimal(20,2)"
+    assert _type_of(spark, widened, "gold/category_revenue_1h", "revenue") == "decimal(30,2)"
+    fresh = _settings(conf, landing, tmp_path / "fresh-wider")
+    run_pipeline(spark, fresh, RunTarget.ALL, Trigger(), monitor=False)
+    assert _rows(spark, widened, "gold/category_revenue_1h", "*") == \
+        _rows(spark, fresh, "gold/category_revenue_1h", "*")

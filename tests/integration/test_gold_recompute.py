@@ -1,11 +1,13 @@
-"""Gold kept by recompute (``refresh: recompute``): the events pipeline's tumbling, sliding and
-session tables recomputed from silver, against the independent model over every silver event,
-late ones included; a changed declaration and a lost checkpoint recompute the table."""
+"""Gold kept by recompute (``refresh: recompute``, the default in mode update): the events
+pipeline's tumbling, sliding and session tables recomputed from silver, against the independent
+model over every silver event, late ones included; a changed declaration and a lost checkpoint
+recompute the table."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,7 +19,13 @@ from medallion.config.model import Trigger
 from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.ops.plan import Verdict, collect_plan
 from medallion.project import Settings, load_settings
-from medallion.samples.generate import GenerateSpec, generate_landing, write_atomically
+from medallion.samples.generate import (
+    GenerateSpec,
+    generate_customer_rows,
+    generate_event_lines,
+    generate_landing,
+    write_atomically,
+)
 from tests.conf_support import REPO_CONF
 from tests.events_tables import (
     GOLD_EVENT_COUNTS_5M,
@@ -33,13 +41,14 @@ RECOMPUTED = ("event_counts_5m", "user_activity_sliding", "user_sessions")
 
 
 def recompute_conf(conf: Path, counts_filter: str | None = None) -> Path:
-    """The repo's configuration with the events pipeline's tumbling, sliding and session tables
-    kept by recompute (sessions in mode update: open sessions too)."""
+    """The repo's configuration with the events pipeline's sessions in mode update (recomputed,
+    open sessions too, like the tumbling and sliding tables), and its hourly revenue kept by a
+    stateful query beside them."""
     shutil.copytree(REPO_CONF, conf, dirs_exist_ok=True)
     events = conf / "pipelines" / "events.yaml"
     text = events.read_text(encoding="utf-8")
-    for table in RECOMPUTED:
-        text = text.replace(f"\n  {table}:\n", f"\n  {table}:\n    refresh: recompute\n", 1)
+    text = text.replace("\n  segment_revenue_1h:\n",
+                        "\n  segment_revenue_1h:\n    refresh: stateful\n", 1)
     text = text.replace("    mode: append                    # closed sessions only",
                         "    mode: update                    # every session", 1)
     if counts_filter is not None:
@@ -116,6 +125,38 @@ def test_recomputed_windows_and_sessions_equal_the_model_late_data_included(
     run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert {t: DeltaTable.forPath(spark, f"{settings.paths.lakehouse}/gold/{t}")
             .history(1).first()["version"] for t in RECOMPUTED} == versions
+
+
+def test_random_batch_boundaries_give_the_tables_the_model_gives(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """One history of events, some of them hours late, cut at random: into landing files of
+    random sizes, the files into runs, each run's batches a random number of files. Whatever the
+    cuts, the recomputed tables equal the model over every silver event after each run."""
+    rng = random.Random(41)
+    settings = recompute_settings(tmp_path, recompute_conf(tmp_path / "conf"))
+    landing = Path(settings.paths.landing)
+    spec = GenerateSpec(events=360, users=12, start=START, seconds_between_events=5, seed=41,
+                        burst="r")
+    lines = list(generate_event_lines(spec))
+    for late in stragglers("hours", START - timedelta(hours=3), 6) + stragglers(
+            "day", START - timedelta(days=1), 4):
+        lines.insert(rng.randrange(len(lines) // 3, len(lines)), late)
+    customers = landing / "customers" / "customers.csv"
+    write_atomically(customers, list(generate_customer_rows(spec)))
+    cuts = sorted(rng.sample(range(1, len(lines)), 9))
+    files = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    runs = sorted(rng.sample(range(1, len(files)), 2))
+    model = Lakehouse()
+    for number, (a, b) in enumerate(zip([0, *runs], [*runs, len(files)], strict=True)):
+        for index in range(a, b):
+            write_atomically(landing / "events" / f"part-{index:03d}.json", files[index])
+        per_batch = rng.randint(1, 3)
+        run_pipeline(spark, dataclasses.replace(settings, streaming=dataclasses.replace(
+            settings.streaming, max_files_per_trigger=per_batch)), RunTarget.ALL, Trigger())
+        model.run([line for chunk in files[a:b] for line in chunk],
+                  read_segments([customers]) if number == 0 else {})
+        assert_exact(spark, settings, model)
+    assert model.late_dropped > 0  # the late events a stateful table would have dropped
 
 
 def test_changed_filter_and_lost_checkpoint_recompute_the_table(

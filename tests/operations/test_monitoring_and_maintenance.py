@@ -103,12 +103,14 @@ def test_every_batch_is_monitored_and_status_tells_where_tables_stand(
                                                      seconds=newest.second,
                                                      microseconds=newest.microsecond) + timedelta(
         minutes=5)
-    assert counts.state_rows is None  # the stores do not count their rows (state_store.count_rows)
+    assert counts.state_bytes is None  # recomputed: no state
+    sessions = status["gold/user_sessions"]
+    assert sessions.state_rows is None  # the stores do not count their rows (state_store.count_rows)
     # Its state's size: what RocksDB holds after the last batch, so more than nothing and no more
     # than every SST file its checkpoint keeps (those of earlier versions too).
     kept = sum(f.stat().st_size for f in
-               Path(settings.checkpoint_path("gold/event_counts_5m"), "state").rglob("*.sst"))
-    assert 0 < counts.state_bytes <= kept
+               Path(settings.checkpoint_path("gold/user_sessions"), "state").rglob("*.sst"))
+    assert 0 < sessions.state_bytes <= kept
     assert status["bronze/events"].state_bytes is None  # a query without state
     assert status["bronze/events"].rows == len(lines)
     # Every streamed table: versions as its Delta log says, the last run recorded.

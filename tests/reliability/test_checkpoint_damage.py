@@ -11,6 +11,7 @@ reference must end its runs where the damaged lakehouse does.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from collections import Counter
@@ -30,8 +31,7 @@ from medallion.io.tables import SILVER_BATCH_METRICS
 from medallion.ops.maintenance import delete_old_state, maintain
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
-from tests.events_tables import GOLD_EVENT_COUNTS_5M
-from tests.lakehouse_views import rows, snapshot
+from tests.lakehouse_views import purchase_attribution, rows, snapshot
 from tests.reliability.test_crash_recovery import conf_with_small_batches, make_settings_at
 
 pytestmark = pytest.mark.slow
@@ -130,7 +130,7 @@ def put_back(backup: Path, checkpoint: Path) -> None:
 # file that does not parse (the parser's words depend on where the cut falls).
 @pytest.mark.parametrize(("table", "checksum", "why"), [
     (SILVER, True, "its content does not match its checksum"),
-    ("gold/event_counts_5m", False, ""),
+    ("gold/user_sessions", False, ""),
 ])
 def test_truncated_newest_offsets_fails_loudly_and_a_copy_recovers(
         spark: SparkSession, runs: Runs, tmp_path: Path, table: str, checksum: bool,
@@ -299,9 +299,8 @@ def test_old_state_versions_deleted_by_maintenance_are_not_needed_by_the_next_ru
     checkpoints = {flow.spec.key: Path(flow.spec.checkpoint(settings))
                    for flow in gold_flows(settings)
                    if Path(flow.spec.checkpoint(settings), "state").is_dir()}  # events' (orders': no data)
-    # The four aggregations (the join keeps no state).
-    assert set(checkpoints) == {"gold/event_counts_5m", "gold/user_activity_sliding",
-                                "gold/user_sessions", "gold/segment_revenue_1h"}
+    # The sessions' aggregation (the recomputed windows and the join keep no state).
+    assert set(checkpoints) == {"gold/user_sessions"}
     before = {key: state_versions(checkpoint) for key, checkpoint in checkpoints.items()}
     # Every stateful query ran several batches, each leaving a version in its stores.
     assert all(len(versions) > 1 for stores in before.values() for versions in stores.values())
@@ -329,7 +328,7 @@ def test_old_state_versions_deleted_by_maintenance_are_not_needed_by_the_next_ru
 
 def test_checkpoint_restored_from_an_older_copy_fails_loudly(
         spark: SparkSession, runs: Runs, tmp_path: Path) -> None:
-    table = "gold/event_counts_5m"
+    table = "gold/purchase_attribution"
     settings = copy_of_run_1(runs, tmp_path)
     checkpoint = Path(settings.checkpoint_path(table))
     older = shutil.copytree(checkpoint, tmp_path / "after_run_1")
@@ -348,12 +347,41 @@ def test_checkpoint_restored_from_an_older_copy_fails_loudly(
     # nothing to MERGE): one of run 2's.
     found = re.match(
         rf"{table}: checkpoint {re.escape(checkpoint.as_posix())} is older than the table at "
-        rf"{re.escape(GOLD_EVENT_COUNTS_5M.path(settings))}: the table holds batch (\d+) of this query but "
-        rf"the checkpoint's newest batch is {planned}\.", message)
+        rf"{re.escape(purchase_attribution(settings).path(settings))}: the table holds batch "
+        rf"(\d+) of this query but the checkpoint's newest batch is {planned}\.", message)
     assert found and planned < int(found.group(1)) <= newest_run_2, message
     assert f"medallion backfill {table} --full-refresh" in message
     assert_tables(snapshot(settings), runs.expected)
 
     put_back(newer, checkpoint)
     run_all(spark, settings)
+    assert_tables(snapshot(settings), runs.expected)
+
+
+def test_a_recomputed_table_with_a_damaged_or_older_checkpoint_is_recomputed(
+        spark: SparkSession, runs: Runs, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # No state to lose: the run says why and recomputes the table from silver, which gives what
+    # the undamaged lakehouse holds whatever its batches were.
+    settings = copy_of_run_1(runs, tmp_path)
+    counts = Path(settings.checkpoint_path("gold/event_counts_5m"))
+    damaged = newest(counts / "offsets")
+    damaged.write_bytes(damaged.read_bytes()[:20])
+    (damaged.parent / f".{damaged.name}.crc").unlink()
+    sliding = Path(settings.checkpoint_path("gold/user_activity_sliding"))
+    older = shutil.copytree(sliding, tmp_path / "sliding_after_run_1")
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.gold.recompute"):
+        run_all(spark, settings)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("gold/event_counts_5m: its checkpoint cannot be carried on from")
+               for m in said), said
+    assert_tables(snapshot(settings), runs.expected)
+
+    put_back(older, sliding)  # a copy from before run 2: behind the table
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="medallion.engine.gold.recompute"):
+        run_all(spark, settings)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("gold/user_activity_sliding: its checkpoint cannot be carried on from")
+               and "the table is recomputed from silver/events" in m for m in said), said
     assert_tables(snapshot(settings), runs.expected)

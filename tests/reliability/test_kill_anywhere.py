@@ -2,8 +2,8 @@
 start-up, table creation and the first commits included), on a new lakehouse and on one with
 history, then run to the end: the tables equal those of uninterrupted runs over the same input.
 On the lakehouse with history, three more kills land at planned points first: mid-batch in
-bronze, in silver and in gold (a table kept by recompute: its pipeline keeps copies of the
-tumbling and session tables that way, beside the stateful ones).
+bronze, in silver and in gold (the recomputed copy of the sessions; the pipeline also keeps a
+stateful copy of the tumbling table, so both kinds of gold table are killed in).
 
 ``make test`` runs one sample (5 kills: 3 planned, 2 at random; one seed). ``make soak``
 runs the long one: ``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (random
@@ -50,19 +50,20 @@ KILLS_PER_PHASE = int(os.environ.get("MEDALLION_SOAK_KILLS", "1"))
 JVM_START_SECONDS = 5.0
 
 
-# Gold tables kept by recompute beside the stateful ones, and where the planned gold kill lands.
-RECOMPUTED = {"event_counts_recomputed": "event_counts_5m", "sessions_recomputed": "user_sessions"}
+# Beside the shipped gold tables (the tumbling, sliding and hourly ones recomputed, the sessions
+# stateful): a stateful copy of the tumbling table and a recomputed copy of the sessions (mode
+# update), so the kills land in both kinds of each; and where the planned gold kill lands.
+EXTRA_GOLD = {"event_counts_stateful": ("event_counts_5m", {"refresh": "stateful"}),
+              "sessions_recomputed": ("user_sessions", {"refresh": "recompute", "mode": "update"})}
 POINTS = (*KILL_POINTS[:2], ("gold/sessions_recomputed", 0.0))
 
 
-def with_recomputed_tables(conf: Path) -> Path:
-    """``conf`` whose events pipeline also keeps copies of its tumbling and session tables by
-    recompute (sessions in mode update), so the kills land in them too."""
+def with_extra_gold_tables(conf: Path) -> Path:
+    """``conf`` whose events pipeline also keeps the tables of :data:`EXTRA_GOLD`."""
     events = conf / "pipelines" / "events.yaml"
     tree = yaml.safe_load(events.read_text(encoding="utf-8"))
-    for name, like in RECOMPUTED.items():
-        tree["gold"][name] = {**copy.deepcopy(tree["gold"][like]), "refresh": "recompute",
-                              "mode": "update"}
+    for name, (like, changed) in EXTRA_GOLD.items():
+        tree["gold"][name] = {**copy.deepcopy(tree["gold"][like]), **changed}
     events.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
     return conf
 
@@ -172,7 +173,7 @@ def finish_here(spark: SparkSession, settings: Settings) -> None:
 def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_runs(
         spark: SparkSession, tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    conf = with_recomputed_tables(conf_with_small_batches(tmp_path))
+    conf = with_extra_gold_tables(conf_with_small_batches(tmp_path))
     landing = tmp_path / "landing"
     clean = make_settings_at(tmp_path / "clean", landing, conf)
     crashed = make_settings_at(tmp_path / "crashed", landing, conf)

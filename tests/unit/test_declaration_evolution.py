@@ -14,7 +14,14 @@ from medallion.pipeline.evolution import (
     state_definition,
     widens,
 )
-from medallion.pipeline.kinds import AggregateFunction, Layer, OutputMode, TableRole, WindowKind
+from medallion.pipeline.kinds import (
+    AggregateFunction,
+    Layer,
+    OutputMode,
+    Refresh,
+    TableRole,
+    WindowKind,
+)
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.model import (
     AggregateSpec,
@@ -44,7 +51,7 @@ def _changed(before: GoldSpec, after: GoldSpec) -> list[str]:
 
 
 def test_a_window_group_or_aggregate_change_is_named_and_what_applies_to_new_rows_is_not() -> None:
-    counts = _gold("event_counts_5m")
+    counts = dataclasses.replace(_gold("event_counts_5m"), refresh=Refresh.STATEFUL)
     assert counts.window is not None and counts.aggregates
     assert _changed(counts, dataclasses.replace(
         counts, filter="event_type <> 'view'", watermark="1 hour", doc=TableDoc(comment="x"),
@@ -59,6 +66,19 @@ def test_a_window_group_or_aggregate_change_is_named_and_what_applies_to_new_row
     assert _changed(counts, sessions) == [
         'window.kind: "tumbling" -> "session"', 'window.size removed (was "5 minutes")',
         'window.gap added ("5 minutes")']
+
+
+def test_a_recomputed_table_names_what_changes_its_rows_too() -> None:
+    counts = _gold("event_counts_5m")  # mode update: recomputed unless declared otherwise
+    assert counts.recomputed
+    assert _changed(counts, dataclasses.replace(
+        counts, filter="event_type <> 'view'", watermark="1 hour", doc=TableDoc(comment="x"),
+        aggregates=tuple(dataclasses.replace(a, default=7) for a in counts.aggregates))) == [
+        'filter: null -> "event_type <> \'view\'"', "defaults.total_amount: 0 -> 7",
+        "defaults.event_count added (7)"]
+    assert _changed(counts, dataclasses.replace(counts, refresh=Refresh.STATEFUL)) == [
+        'refresh removed (was "recompute")', "filter removed (was null)",
+        'defaults removed (was {"total_amount": 0})']
 
 
 def test_a_join_change_is_named_but_not_its_right_filter() -> None:

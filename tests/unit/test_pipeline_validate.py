@@ -116,18 +116,22 @@ def test_window_over_a_non_timestamp_column(tmp_path: Path, events_tree: Tree) -
     assert "amount is DECIMAL(18,4)" in str(error)
 
 
-def test_session_windows_cannot_be_updated_in_place(tmp_path: Path, events_tree: Tree) -> None:
+def test_stateful_session_windows_cannot_be_updated_in_place(tmp_path: Path, events_tree: Tree) -> None:
     def change(tree: Tree) -> None:
-        tree["gold"]["user_sessions"]["mode"] = "update"
+        tree["gold"]["user_sessions"].update(mode="update", refresh="stateful")
 
     _names(_fails(tmp_path, events_tree, change), "gold.user_sessions.mode", _file(tmp_path))
 
 
 def test_recomputed_sessions_are_kept_in_mode_update(tmp_path: Path, events_tree: Tree) -> None:
     tree = copy.deepcopy(events_tree)
-    tree["gold"]["user_sessions"].update(mode="update", refresh="recompute")
+    tree["gold"]["user_sessions"].update(mode="update")  # recomputed unless declared stateful
     _write(tmp_path, "events", tree)
-    sessions = next(g for g in _load(tmp_path).gold if g.name == "user_sessions")
+    gold = {g.name: g for g in _load(tmp_path).gold}
+    assert not events_tree["gold"]["user_sessions"].get("refresh")
+    assert [name for name, g in gold.items() if g.recomputed] == [
+        "event_counts_5m", "user_activity_sliding", "user_sessions", "segment_revenue_1h"]
+    sessions = gold["user_sessions"]
     assert sessions.recomputed and sessions.merge_keys == ("session_start", "session_end",
                                                            "user_id")
 

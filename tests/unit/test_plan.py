@@ -95,18 +95,20 @@ def test_what_the_run_refuses_needs_a_full_refresh_with_its_command(
 def test_the_command_reads_the_lakehouse_without_spark_and_exits_4_for_a_refresh(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = make_settings(tmp_path)
-    # gold/event_counts_5m as declared, but its state written with 10-minute windows
-    write_deltalake(settings.table_path("gold", "event_counts_5m"), pa.table({
-        "window_start": pa.array([], pa.timestamp("us", tz="UTC")),
-        "window_end": pa.array([], pa.timestamp("us", tz="UTC")),
-        "event_type": pa.array([], pa.string()), "event_count": pa.array([], pa.int64()),
+    # gold/user_sessions as declared (stateful: mode append), but its state written with a
+    # 10-minute gap
+    write_deltalake(settings.table_path("gold", "user_sessions"), pa.table({
+        "user_id": pa.array([], pa.string()),
+        "session_start": pa.array([], pa.timestamp("us", tz="UTC")),
+        "session_end": pa.array([], pa.timestamp("us", tz="UTC")),
+        "event_count": pa.array([], pa.int64()),
         "total_amount": pa.array([], pa.decimal128(28, 4))}))
-    checkpoint = Path(settings.checkpoint_path("gold/event_counts_5m"))
+    checkpoint = Path(settings.checkpoint_path("gold/user_sessions"))
     checkpoint.mkdir(parents=True)
     (checkpoint / DECLARATION_FILE).write_text(json.dumps({
-        "input": "silver/events", "mode": "update",
-        "window": {"kind": "tumbling", "column": "timestamp", "size": "10 minutes"},
-        "group_by": ["event_type"],
+        "input": "silver/events", "mode": "append",
+        "window": {"kind": "session", "column": "timestamp", "gap": "10 minutes"},
+        "group_by": ["user_id"],
         "aggregates": {"event_count": "count(*)", "total_amount": "sum(amount)"}}))
     # silver/events without its last declared column
     write_deltalake(settings.table_path("silver", "events"), pa.table({
@@ -115,23 +117,23 @@ def test_the_command_reads_the_lakehouse_without_spark_and_exits_4_for_a_refresh
              "--lakehouse", settings.paths.lakehouse]
     assert main(["plan", *paths]) == 4
     out = capsys.readouterr().out
-    assert 'gold/event_counts_5m' in out and 'state: window.size: "10 minutes" -> "5 minutes"' in out
-    assert "run: medallion backfill gold/event_counts_5m --full-refresh" in out
+    assert 'gold/user_sessions' in out and 'state: window.gap: "10 minutes" -> "5 minutes"' in out
+    assert "run: medallion backfill gold/user_sessions --full-refresh" in out
     assert "silver/events" in out and "column user_id added (rows written before hold null)" in out
     assert out.splitlines()[-1].startswith("plan: ")
     assert main(["plan", "--format", "json", *paths]) == 4
     document = json.loads(capsys.readouterr().out)
     by_table = {t["table"]: t for t in document["tables"]}
-    assert by_table["gold/event_counts_5m"]["verdict"] == "needs a full refresh"
+    assert by_table["gold/user_sessions"]["verdict"] == "needs a full refresh"
     assert by_table["silver/events"]["verdict"] == "carries on"
-    assert by_table["gold/user_sessions"]["verdict"] == "new"
+    assert by_table["gold/event_counts_5m"]["verdict"] == "new"
     assert document["needs_refresh"] is True
     # status says so too, and exits 1 as for a failed run
     assert main(["status", *paths]) == 1
     status = capsys.readouterr().out
-    line = next(row for row in status.splitlines() if row.startswith("gold/event_counts_5m "))
+    line = next(row for row in status.splitlines() if row.startswith("gold/user_sessions "))
     assert line.split()[-1] == "REFRESH"
-    assert ('needs a full refresh: gold/event_counts_5m: state: window.size: "10 minutes" -> '
-            '"5 minutes"; run: medallion backfill gold/event_counts_5m --full-refresh') in status
+    assert ('needs a full refresh: gold/user_sessions: state: window.gap: "10 minutes" -> '
+            '"5 minutes"; run: medallion backfill gold/user_sessions --full-refresh') in status
     silver_line = next(row for row in status.splitlines() if row.startswith("silver/events "))
     assert silver_line.split()[-1] == "-"  # carries on: nothing to do

@@ -1,7 +1,7 @@
 """A window aggregate kept by recompute (``refresh: recompute``): no state store.
 
-The query streams only what locates new input (the window's column, after the filter; for
-sessions the grouping columns too). Each batch reads its input table as of the version the batch's
+The query streams only what locates new input (the grouping columns and the window's column,
+after the filter). Each batch reads its input table as of the version the batch's
 offsets name (a replayed batch reads what its first attempt read), recomputes from it exactly the
 windows the batch touches with the declared transform (:func:`~medallion.engine.gold.compile.compile_gold`
 on a static frame), and replaces them in the table in one MERGE with the batch's transaction id
@@ -11,7 +11,8 @@ recomputation no longer has is deleted in the same commit.
 * **Tumbling and sliding windows**: the windows each new row falls in. Their starts are covered by
   at most :data:`MAX_RANGES` ranges (:func:`covering_ranges`); the input is read only in the event
   times those windows span, as literal bounds on the column, so Delta skips the files outside
-  them; every group of those windows is recomputed.
+  them; of the recomputed windows, only each new row's windows of its own groups are written (the
+  input only grows, so no other row of the table changes).
 * **Sessions**: per group a new row touches, the intervals of its new rows (``[t, t + gap)``) and
   of the sessions the table holds are merged where they overlap or touch; each merged span that
   holds a new row is recomputed from the input rows of that group in that span. A span is a union
@@ -213,12 +214,11 @@ class RecomputeBatches:
                           else self.size)
 
     def located(self, rows: DataFrame) -> DataFrame:
-        """What the query streams of its input: the rows the filter keeps, their event time and,
-        for sessions, their groups."""
+        """What the query streams of its input: the rows the filter keeps, their groups and
+        event time."""
         if self.gold.filter is not None:
             rows = rows.where(F.expr(self.gold.filter))
-        groups = self.gold.group_by if self.window.kind is WindowKind.SESSION else ()
-        return rows.select(*groups, self.window.column)
+        return rows.select(*self.gold.group_by, self.window.column)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> Recomputed | None:
         session = batch.sparkSession
@@ -256,6 +256,7 @@ class RecomputeBatches:
     def _windows(self, session: SparkSession, source: DataFrame, batch: DataFrame
                  ) -> Recomputed | None:
         slide, size, column = self.slide, self.size, self.window.column
+        groups = list(self.gold.group_by)
         buckets = [row[0] for row in batch.select(
             (F.floor(_micros(column) / F.lit(slide)) * F.lit(slide)).alias("b")).distinct().collect()]
         if not buckets:
@@ -265,9 +266,23 @@ class RecomputeBatches:
                                   for low, high in starts]))
         start = F.col(self.start_column)
         wanted = _any([(start >= _at(low)) & (start <= _at(high)) for low, high in starts])
-        held = read_table(session, self.table_path).where(wanted).select(*self.keys)
-        return Recomputed(self.transform(read).where(wanted), held,
-                          _instant(starts[0][0]), _instant(starts[-1][1]))
+        # The windows the batch's rows fall in, per group: only those change (the input only
+        # grows, so each of them keeps a row, and no other window's row changes).
+        at = _micros(column)
+        first = (F.floor((at - F.lit(size)) / F.lit(slide)) + 1) * F.lit(slide)
+        last = F.floor(at / F.lit(slide)) * F.lit(slide)
+        touched = (batch.select(*groups, F.explode(F.sequence(first, last, F.lit(slide))).alias(_LO))
+                   .distinct()
+                   .select(*groups, F.timestamp_micros(_LO).alias(self.start_column))
+                   .persist())
+        keys = [*groups, self.start_column]
+        rows = (self.transform(read).where(wanted).alias("r")
+                .join(touched.alias("k"), _same("r", "k", keys), "left_semi"))
+        held = (read_table(session, self.table_path).where(wanted).alias("t")
+                .join(touched.alias("k"), _same("t", "k", keys), "left_semi")
+                .select(*self.keys))
+        return Recomputed(rows, held, _instant(starts[0][0]), _instant(starts[-1][1]),
+                          cached=(touched,))
 
     def _sessions(self, session: SparkSession, source: DataFrame, batch: DataFrame
                   ) -> Recomputed | None:
