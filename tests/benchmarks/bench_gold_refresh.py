@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
+from deltalake import DeltaTable
 
 from medallion.config.model import Metastore, Trigger
 from medallion.engine.runner import RunTarget, run_pipeline
@@ -97,6 +98,19 @@ def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float
     return time.perf_counter() - began, load
 
 
+def layer_seconds(lakehouse: str) -> dict[str, float]:
+    """Of the newest run recorded in ``lakehouse`` (``monitoring.runs``, read with delta-rs): per
+    layer, from its first table's start to its last table's end, and the whole run's span."""
+    runs = DeltaTable(f"{lakehouse}/_monitoring/runs").to_pyarrow_table().to_pylist()
+    newest = max(runs, key=lambda r: r["started_at"])["pipeline_run"]
+    spans: dict[str, list] = {}
+    for row in (r for r in runs if r["pipeline_run"] == newest):
+        for name in (row["table"].split("/")[0], "run"):
+            low, high = spans.get(name, [row["started_at"], row["finished_at"]])
+            spans[name] = [min(low, row["started_at"]), max(high, row["finished_at"])]
+    return {name: round((high - low).total_seconds(), 1) for name, (low, high) in spans.items()}
+
+
 def medallion(conf: Path, root: str, lakehouse: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "medallion.cli.main", "--conf-dir", str(conf), "--landing",
             f"{root}/landing", "--lakehouse", lakehouse, *args]
@@ -155,6 +169,7 @@ def main() -> int:
     last = args.rounds - 1
     increments: dict[str, list[tuple[float, float]]] = {
         "stateful": [], "recompute": [], "recompute on an empty lakehouse": []}
+    layers: dict[str, list[dict[str, float]]] = {name: [] for name in increments}
     for round_ in range(args.increment_rounds):
         for name in increments:
             lakehouse = f"{tmp}/increment-{round_}-{len(increments[name])}-{name.split()[0]}"
@@ -165,10 +180,11 @@ def main() -> int:
                 increments[name].append(_timed(medallion(
                     stateful_conf if name == "stateful" else recompute, tmp, lakehouse, "run",
                     "all")))
+            layers[name].append(layer_seconds(lakehouse))
             shutil.rmtree(lakehouse)
             seconds, load = increments[name][-1]
             print(f"increment of {args.increment}, round {round_ + 1}, {name}: {seconds:.1f} s "
-                  f"(load {load:.1f})", flush=True)
+                  f"(load {load:.1f}); layers {layers[name][-1]}", flush=True)
     empty = statistics.median(s for s, _ in increments["recompute on an empty lakehouse"])
     means = {name: statistics.fmean(s for s, _ in measured) for name, measured in runs.items()}
     figures = {
@@ -180,6 +196,7 @@ def main() -> int:
         "increment_seconds": {name: [s for s, _ in measured] for name, measured in increments.items()},
         "increment_load_at_start": {name: [load for _, load in measured]
                                     for name, measured in increments.items()},
+        "increment_layer_seconds": layers,
         "increment_median_ratio_to_empty": {
             name: statistics.median(s for s, _ in increments[name]) / empty
             for name in ("stateful", "recompute")},
