@@ -40,10 +40,15 @@ run: setup ## sample data (events generated, orders from samples/), bronze -> si
 	$(BIN)/medallion show --limit 10
 
 TEST_NEEDS := setup s3proxy kafka-jars chromium airflow-venv
+# One pytest process (one Spark JVM) per group, the quick ones first; every group runs, and the
+# suite fails if one did. A JVM that ran every test's pipelines would hold too much heap by the end.
+TEST_GROUPS := "tests/unit tests/transforms" "tests/integration" "tests/operations tests/reliability"
 # What the tests need is fetched side by side: mostly downloads, each into a folder of its own.
 test: ## run the test suite (unit, integration, reliability, operations)
 	$(MAKE) --no-print-directory -j4 $(TEST_NEEDS)
-	$(BIN)/pytest -q --durations=20
+	@failed=0; for group in $(TEST_GROUPS); do \
+		echo "== pytest $$group"; $(BIN)/pytest -q --durations=20 $$group || failed=1; \
+	done; exit $$failed
 
 SOAK_SEEDS ?= 1,2,3,4,5,6,7
 SOAK_KILLS ?= 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from medallion.spark.session import build_session
 from tests.kafka_broker import Broker
 
 REPO = Path(__file__).resolve().parent.parent
+SUITE_DRIVER_MEMORY = "4g"  # the shared session's heap (see `spark`)
 pytest_plugins = ["tests.s3_support"]  # the S3-compatible server and its settings
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
@@ -40,11 +42,16 @@ def make_settings(root: Path, **overrides: str) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """The project's session (local[2], 2 shuffle partitions, UI off), shared by every test.
+    """The project's session (local[2], 2 shuffle partitions, UI off, a 4g heap), shared by
+    every test of one pytest process.
 
     Built with Kafka configured, so the session has Spark's Kafka connector for the Kafka tests.
     """
     settings = make_settings(tmp_path_factory.mktemp("session"), read_from="kafka")
+    # A job's JVM runs one pipeline run; this one runs a few hundred tests' runs, and each leaves
+    # some heap held (the JVM side of the Python threads that called it, among others).
+    settings = replace(settings, spark=replace(settings.spark, conf={
+        **settings.spark.conf, "spark.driver.memory": SUITE_DRIVER_MEMORY}))
     session = build_session(settings, register_tables=False)
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
