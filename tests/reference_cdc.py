@@ -30,15 +30,21 @@ class Change:
         return dict(self.values)
 
 
+def _rank(change: Change) -> tuple[Any, ...]:
+    return (change.delete, tuple((value is not None, value) if value is not None else (False,)
+                                 for _, value in sorted(change.values)))
+
+
 def _by_key(changes: Iterable[Change]) -> dict[tuple[Any, ...], list[Change]]:
     """Each key's changes, one per sequence, in sequence order. Of changes with one key and one
-    sequence (re-deliveries) the one ordered last by (delete, values) counts, so the result does
-    not depend on the order they arrived in."""
+    sequence (re-deliveries) the one ordered last counts, so the result does not depend on the
+    order they arrived in: a delete after an upsert, then by the values of the columns in the
+    order of their names, a missing value (None) before any other."""
     latest: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Change] = {}
     for change in changes:
         slot = (change.key, change.sequence)
         held = latest.get(slot)
-        if held is None or (change.delete, repr(change.values)) > (held.delete, repr(held.values)):
+        if held is None or _rank(change) > _rank(held):
             latest[slot] = change
     grouped: dict[tuple[Any, ...], list[Change]] = defaultdict(list)
     for (key, _), change in latest.items():

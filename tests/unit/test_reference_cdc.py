@@ -66,3 +66,10 @@ def test_the_tables_do_not_depend_on_the_order_the_changes_arrived_in() -> None:
     for _ in range(5):
         rng.shuffle(changes)
         assert scd1(changes) == once1 and scd2(changes, tracked=["v"]) == once2
+
+
+def test_of_conflicting_redeliveries_a_delete_then_the_greater_values_count_a_none_least() -> None:
+    assert scd1([up("a", 1, segment="s"), delete("a", 1)]) == {}
+    assert scd1([up("a", 1, segment="g", name="Bo"), up("a", 1, segment="s", name="Al")]) == {
+        ("a",): {"segment": "g", "name": "Bo"}}  # ranked by name first, the names' order
+    assert scd1([up("a", 1, segment=None), up("a", 1, segment="")]) == {("a",): {"segment": ""}}
