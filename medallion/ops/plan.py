@@ -24,6 +24,7 @@ from medallion.io.s3 import is_s3, parse_s3, s3_client
 from medallion.ops.rebuilds import downstream
 from medallion.pipeline.evolution import (
     DECLARATION_FILE,
+    change_definition,
     recompute_advice,
     schema_changes,
     state_changes,
@@ -64,7 +65,7 @@ def declared_schema(decl: TableDecl) -> SqlType:
 
 def verdict(table: str, declared: SqlType, held: SqlType | None,
             state_recorded: dict[str, Any] | None, state_declared: dict[str, Any] | None,
-            rebuilds: Sequence[str] = (), recomputed: bool = False) -> TablePlan:
+            rebuilds: Sequence[str] = (), recomputed: bool = False, what: str = "state") -> TablePlan:
     """The run's rules on one table: ``held`` its schema (None: no table yet);
     ``state_recorded``/``state_declared`` the definition its state was written with and the one
     declared now (gold tables; None: no state recorded, or not a gold table); ``recomputed``: a
@@ -73,7 +74,7 @@ def verdict(table: str, declared: SqlType, held: SqlType | None,
         return TablePlan(table, Verdict.NEW)
     changes = schema_changes(declared, held)
     refused = list(changes.refused)
-    state = ([f"state: {change}" for change in state_changes(state_recorded, state_declared)]
+    state = ([f"{what}: {change}" for change in state_changes(state_recorded, state_declared)]
              if state_recorded is not None and state_declared is not None else [])
     if recomputed and not refused and (state or state_recorded is None):
         return TablePlan(table, Verdict.RECOMPUTED, tuple(
@@ -127,6 +128,8 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
     """The verdict of every declared table, in the pipelines' order."""
     house = DeltaReader(settings)
     golds = {f"gold/{gold.name}": gold for pipeline in settings.pipelines for gold in pipeline.gold}
+    change_flows = {silver.key: silver for pipeline in settings.pipelines
+                    for silver in pipeline.silver if silver.changes is not None}
     feeds = downstream(settings)
     plans = []
     decls = declared_tables(settings.pipelines)
@@ -134,14 +137,17 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
         layer, _, name = key.partition("/")
         table = house.open(settings.table_path(layer, name), key)
         held = None if table is None else from_schema_json(json.loads(table.schema().to_json()))
-        gold = golds.get(key)
-        recorded = _recorded_state(settings, key) if gold is not None and table is not None \
+        gold, changes = golds.get(key), change_flows.get(key)
+        recorded = _recorded_state(settings, key) if table is not None and (gold or changes) \
             else None
-        plans.append(verdict(key, declared_schema(decl), held, recorded,
-                             state_definition(gold, decls[gold.input])
-                             if gold is not None else None,
+        if changes is not None and table is not None and recorded is None:
+            recorded = {}  # made by a flow that took no changes: every part of it is new
+        declared = (state_definition(gold, decls[gold.input]) if gold is not None
+                    else change_definition(changes) if changes is not None else None)
+        plans.append(verdict(key, declared_schema(decl), held, recorded, declared,
                              [spec.key for spec in feeds.get(key, ())],
-                             recomputed=gold is not None and gold.recomputed))
+                             recomputed=gold is not None and gold.recomputed,
+                             what="changes" if changes is not None else "state"))
     return plans
 
 

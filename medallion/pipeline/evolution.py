@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medallion.pipeline.kinds import AggregateFunction
-from medallion.pipeline.model import GoldSpec
+from medallion.pipeline.model import GoldSpec, SilverSpec
 from medallion.pipeline.spec import TableDecl
 from medallion.pipeline.types import SqlType
 
@@ -235,6 +235,17 @@ def state_definition(gold: GoldSpec, source: TableDecl | None = None) -> dict[st
     if gold.keys:
         definition["keys"] = list(gold.keys)
     return definition
+
+
+def change_definition(silver: SilverSpec) -> dict[str, Any]:
+    """What a change flow's table and applied changes are made by: what carrying on from them
+    needs unchanged (another key, order, delete rule or history would mix two in the table)."""
+    changes = silver.changes
+    assert changes is not None
+    return {"keys": list(changes.keys), "sequence_by": list(changes.sequence_by),
+            "delete_when": changes.delete_when, "scd": changes.scd,
+            "track_history_columns": None if changes.track_history is None else list(changes.track_history),
+            "track_history_except_columns": list(changes.track_history_except)}
 
 
 def differences(before: Any, now: Any, where: str = "") -> list[str]:

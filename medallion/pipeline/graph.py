@@ -51,7 +51,8 @@ class Flow:
 
     name: str
     kind: FlowKind
-    targets: tuple[str, ...]  # the table it builds first, then its quarantine if any
+    targets: tuple[str, ...]  # the table it builds first, then its quarantine if any (and a
+    # change flow's applied changes)
     inputs: tuple[FlowInput, ...] = ()
     external: str = ""  # ingest: the landing folder or the topics
     active: bool = True  # false: an alternative source not chosen
@@ -153,7 +154,9 @@ def _flows(spec: PipelineSpec) -> list[Flow]:
             inputs.append(FlowInput(landed.bronze_key, InputRole.LOOKUP,
                                     spec.alternatives_of(landed.bronze_key), via=dimension.name,
                                     declared_at=key))
-        flows.append(Flow(f"cleanse:{silver.name}", FlowKind.CLEANSE, (silver.key, silver.quarantine_key),
+        applied = (silver.changes_key,) if silver.changes is not None else ()
+        flows.append(Flow(f"cleanse:{silver.name}", FlowKind.CLEANSE,
+                          (silver.key, silver.quarantine_key, *applied),
                           tuple(inputs), declared_at=f"silver.{silver.name}"))
     for gold in spec.gold:
         drops = any(e.severity is Severity.DROP for e in gold.doc.expectations)

@@ -132,6 +132,7 @@ class TableRole(str, Enum):
     BRONZE = "bronze"
     SILVER = "silver"
     QUARANTINE = "quarantine"
+    CHANGES = "changes"  # a change flow's applied changes
     GOLD = "gold"
 
 

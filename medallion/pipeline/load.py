@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,10 @@ from medallion.pipeline.kinds import (
     WindowKind,
 )
 from medallion.pipeline.model import (
+    DELETE_UNKNOWN,
     AggregateSpec,
     BronzeSpec,
+    ChangesSpec,
     ColumnSpec,
     DedupSpec,
     DimensionSpec,
@@ -79,6 +82,7 @@ _DIMENSION_KEYS = set(schema.DIMENSION)
 _SILVER_KEYS = set(schema.SILVER)
 _COLUMN_KEYS = set(schema.COLUMN)
 _DEDUP_KEYS = set(schema.DEDUP)
+_CHANGES_KEYS = set(schema.CHANGES)
 _ENRICH_KEYS = set(schema.ENRICH)
 _GOLD_KEYS = set(schema.GOLD)
 _JOIN_KEYS = set(schema.JOIN)
@@ -258,12 +262,25 @@ def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
     if not columns_section:
         raise reader.error(f"{key}.columns", "required: at least one typed column")
     columns = tuple(_column(reader, c, v, f"{key}.columns") for c, v in columns_section.items())
-    dedup_section = reader.mapping(section, "dedup", key, _DEDUP_KEYS, required=True)
-    dedup = DedupSpec(
-        key=reader.names(dedup_section, "key", f"{key}.dedup"),
-        order_by=reader.names(dedup_section, "order_by", f"{key}.dedup", ()),
-        scope=reader.choice(dedup_section, "scope", DedupScope, f"{key}.dedup", DedupScope.TABLE),
-    )
+    changes = _changes(reader, section, key)
+    rules = _rules(reader, section, key)
+    if changes is None:
+        dedup_section = reader.mapping(section, "dedup", key, _DEDUP_KEYS, required=True)
+        dedup = DedupSpec(
+            key=reader.names(dedup_section, "key", f"{key}.dedup"),
+            order_by=reader.names(dedup_section, "order_by", f"{key}.dedup", ()),
+            scope=reader.choice(dedup_section, "scope", DedupScope, f"{key}.dedup", DedupScope.TABLE),
+        )
+    else:
+        if section.get("dedup") is not None:
+            raise reader.error(f"{key}.dedup", "a change flow (changes:) keeps one change per key "
+                                               "and sequence: it takes no dedup")
+        # A change is identified by its key and sequence; a row missing one is quarantined.
+        identity = (*changes.keys, *changes.sequence_by)
+        dedup = DedupSpec(key=identity)
+        columns = tuple(replace(c, required=True) if c.name in identity else c for c in columns)
+        if changes.delete_when is not None:
+            rules = (*rules, RuleSpec(DELETE_UNKNOWN, f"({changes.delete_when}) IS NOT NULL"))
     enrichments = []
     for dimension, entry in reader.entries(section, "enrich", key).items():
         entry_key = f"{key}.enrich.{dimension}"
@@ -291,12 +308,38 @@ def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
         event_time=reader.optional_text(section, "event_time", key),
         watermark=watermark,
         raw_column=reader.text(section, "raw_column", "raw", key),
-        rules=_rules(reader, section, key),
+        rules=rules,
         enrichments=tuple(enrichments),
         keep=reader.names(section, "keep", key, (SOURCE_FILE, INGESTED_AT)),
         python=reader.python_step(section, "python", key),
         doc=reader.doc(section, key, f"silver/{name}"),
+        changes=changes,
     )
+
+
+def _changes(reader: DeclarationReader, section: Mapping[str, Any], key: str) -> ChangesSpec | None:
+    """``silver.<name>.changes``: the table is kept from change rows (SCD type 1 or 2)."""
+    if section.get("changes") is None:
+        return None
+    prefix = f"{key}.changes"
+    spec = reader.mapping(section, "changes", key, _CHANGES_KEYS, required=True)
+    scd = spec.get("scd", 1)
+    if scd not in (1, 2) or isinstance(scd, bool):
+        raise reader.error(f"{prefix}.scd", f"must be 1 (the latest row per key) or 2 (each key's "
+                                            f"history), got {scd!r}")
+    tracked = (reader.names(spec, "track_history_columns", prefix)
+               if spec.get("track_history_columns") is not None else None)
+    untracked = reader.names(spec, "track_history_except_columns", prefix, ())
+    for option in ("track_history_columns", "track_history_except_columns"):
+        if spec.get(option) is not None and scd != 2:
+            raise reader.error(f"{prefix}.{option}", "applies to scd: 2 only (type 1 keeps no history)")
+    if tracked is not None and untracked:
+        raise reader.error(f"{prefix}.track_history_except_columns",
+                           "give track_history_columns or track_history_except_columns, not both")
+    return ChangesSpec(keys=reader.names(spec, "keys", prefix),
+                       sequence_by=reader.names(spec, "sequence_by", prefix),
+                       delete_when=reader.optional_text(spec, "delete_when", prefix),
+                       scd=scd, track_history=tracked, track_history_except=untracked)
 
 
 def _enrich_columns(reader: DeclarationReader, spec: Mapping[str, Any], entry_key: str

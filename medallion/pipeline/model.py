@@ -210,6 +210,28 @@ class DedupSpec:
     scope: DedupScope = DedupScope.TABLE
 
 
+DELETED = "_deleted"  # a change flow's change rows: whether the change deletes its key
+VALID_FROM = "valid_from"  # SCD type 2: the sequence of the change that started the version
+VALID_TO = "valid_to"  # SCD type 2: the sequence of the change that ended it; null while current
+IS_CURRENT = "is_current"  # SCD type 2: valid_to is null
+DELETE_UNKNOWN = "delete_when_unknown"  # the quarantine reason of a change delete_when gives null for
+
+
+@dataclass(frozen=True)
+class ChangesSpec:
+    """A change flow: each row is a change of the row with ``keys``, ordered among that key's
+    changes by ``sequence_by``, deleting it when ``delete_when`` holds. SCD type 1 keeps each
+    key's latest row; type 2 its history, a new version when a ``track_history`` column changes
+    (every column when None; ``track_history_except``: every column but those)."""
+
+    keys: tuple[str, ...]
+    sequence_by: tuple[str, ...]
+    delete_when: str | None = None
+    scd: int = 1
+    track_history: tuple[str, ...] | None = None
+    track_history_except: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class EnrichmentSpec:
     """A left join to a dimension: its ``columns`` added, ``defaults`` used where none matches.
@@ -263,11 +285,17 @@ class SilverSpec:
     keep: tuple[str, ...] = (SOURCE_FILE, INGESTED_AT)  # input columns carried over as they are
     python: str | None = None  # module:function applied last to the valid rows; keeps the columns
     doc: TableDoc = TableDoc()
+    changes: ChangesSpec | None = None  # a change flow: rows are changes applied by key (SCD 1/2)
 
     @property
     def key(self) -> str:
         """``silver/<name>``."""
         return f"{Layer.SILVER.value}/{self.name}"
+
+    @property
+    def changes_key(self) -> str:
+        """``silver/<name>_changes``: a change flow's applied changes, one per key and sequence."""
+        return f"{self.key}_changes"
 
     @property
     def quarantine_key(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from medallion.pipeline.graph import Flow, FlowKind, PipelineGraph
-from medallion.pipeline.kinds import DedupScope, Layer
+from medallion.pipeline.kinds import DedupScope, Layer, TableRole
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import read_tables
 
@@ -31,9 +31,21 @@ _SCOPES = {DedupScope.TABLE: "the whole table", DedupScope.WATERMARK: "the water
 
 def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl]) -> list[str]:
     silver = next(s for s in spec.silver if s.key == key)
-    lines = [f"parse {silver.parse.value}; key {', '.join(silver.dedup.key)} "
-             f"(dedup against {_SCOPES[silver.dedup.scope]}"
-             + (f", first by {', '.join(silver.dedup.order_by)})" if silver.dedup.order_by else ")")]
+    changes = silver.changes
+    if changes is None:
+        lines = [f"parse {silver.parse.value}; key {', '.join(silver.dedup.key)} "
+                 f"(dedup against {_SCOPES[silver.dedup.scope]}"
+                 + (f", first by {', '.join(silver.dedup.order_by)})" if silver.dedup.order_by else ")")]
+    else:
+        tracked, untracked = ", ".join(changes.track_history or ()), ", ".join(changes.track_history_except)
+        kept = ("the latest row per key" if changes.scd == 1 else
+                "each key's history" + (f", a new version when {tracked} change" if tracked else
+                                        f", a new version unless only {untracked} change"
+                                        if untracked else ""))
+        lines = [f"parse {silver.parse.value}; changes of key {', '.join(changes.keys)} in order of "
+                 f"{', '.join(changes.sequence_by)}, SCD type {changes.scd} ({kept}); "
+                 + (f"deletes when {changes.delete_when}" if changes.delete_when else "no deletes"),
+                 f"MERGE on {', '.join(by_key[key].merge_keys)}, from {silver.changes_key}"]
     if silver.event_time:
         lines.append(f"event time {silver.event_time}, watermark {silver.watermark or spec.watermark}")
     for enrichment in silver.enrichments:
@@ -83,7 +95,8 @@ def render_graph(spec: PipelineSpec, graph: PipelineGraph, tables: tuple[TableDe
             table = by_key[key]
             flow = graph.writer_of(key)
             if key != flow.target:  # a quarantine is written by its table's flow
-                lines.append(f"  {key}  <- {flow.name} (rejected rows of {flow.target})")
+                what = "applied changes" if table.role is TableRole.CHANGES else "rejected rows"
+                lines.append(f"  {key}  <- {flow.name} ({what} of {flow.target})")
                 continue
             lines.append(f"  {key}  <- {flow.name}: {_flow_line(spec, flow)}")
             lines.append(f"      columns: {table.schema_ddl}")

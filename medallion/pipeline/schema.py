@@ -83,6 +83,11 @@ COLUMN: dict[str, Schema] = {
     "required": FLAG, "trim": FLAG, "format": TEXT, "zone": TEXT, "rules": mapping_of(TEXT),
 }
 DEDUP: dict[str, Schema] = {"key": NAMES, "order_by": NAMES, "scope": choice(DedupScope)}
+CHANGES: dict[str, Schema] = {
+    "keys": NAMES, "sequence_by": NAMES,
+    "delete_when": {**TEXT, "description": "a SQL predicate: the change deletes its key"},
+    "scd": {"enum": [1, 2]}, "track_history_columns": NAMES, "track_history_except_columns": NAMES,
+}
 ENRICH: dict[str, Schema] = {
     "join": mapping_of(TEXT),
     "columns": {"anyOf": [NAMES, mapping_of(TEXT)],
@@ -92,7 +97,8 @@ ENRICH: dict[str, Schema] = {
 SILVER: dict[str, Schema] = {
     "input": TEXT, "parse": choice(ParseMode), "raw_column": TEXT,
     "columns": mapping_of({"anyOf": [TEXT, section(COLUMN)]}), "rules": mapping_of(TEXT),
-    "dedup": section(DEDUP, ("key",)), "event_time": TEXT, "watermark": DURATION,
+    "dedup": section(DEDUP, ("key",)), "changes": section(CHANGES, ("keys", "sequence_by")),
+    "event_time": TEXT, "watermark": DURATION,
     "enrich": mapping_of(section(ENRICH, ("join", "columns"))), "keep": NAMES, "python": TEXT,
     **DOC,
 }
@@ -120,7 +126,7 @@ TOP: dict[str, Schema] = {
     "description": TEXT, "watermark": DURATION,
     "sources": mapping_of(section(SOURCE, ("format", "bronze"))),
     "dimensions": mapping_of(section(DIMENSION, ("source", "key", "columns"))),
-    "silver": mapping_of(section(SILVER, ("input", "parse", "columns", "dedup"))),
+    "silver": mapping_of(section(SILVER, ("input", "parse", "columns"))),
     "gold": mapping_of(section(GOLD, ("input", "mode"))),
     "views": mapping_of({"anyOf": [section(VIEW, ("sql",)),
                                    mapping_of(section(VIEW, ("sql",)))]}),

@@ -23,7 +23,7 @@ Derivation rules (``docs/pipelines.md`` tells them to users):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from medallion.config.model import ViewSpec
 from medallion.pipeline.kinds import (
@@ -36,6 +36,10 @@ from medallion.pipeline.kinds import (
     WindowKind,
 )
 from medallion.pipeline.model import (
+    DELETED,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
     DimensionSpec,
     Field,
     GoldSpec,
@@ -44,6 +48,7 @@ from medallion.pipeline.model import (
     TableDoc,
 )
 from medallion.pipeline.types import (
+    BOOLEAN,
     STRING,
     STRING_ARRAY,
     TIMESTAMP,
@@ -188,8 +193,9 @@ class PipelineSpec:
         return tuple(fields)
 
     def tables_of_silver(self, silver: SilverSpec,
-                         known: Mapping[str, TableDecl]) -> tuple[TableDecl, TableDecl]:
-        """A silver table and its quarantine, given the tables already derived (its inputs')."""
+                         known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
+        """A silver table and its quarantine (a change flow's: and its applied changes), given the
+        tables already derived (its inputs')."""
         fields = self.silver_fields(silver, known)
         by_name = {f.name: f for f in fields}
         source = known[silver.input]
@@ -204,6 +210,16 @@ class PipelineSpec:
         table = TableDecl(Layer.SILVER, silver.name, TableRole.SILVER, fields, silver.doc,
                           time_column=silver.event_time or INGESTED_AT,
                           quarantine=silver.quarantine_key, declared_at=f"silver.{silver.name}")
+        changes = silver.changes
+        if changes is not None:
+            sequence = [by_name[c] for c in changes.sequence_by]
+            position = (sequence[0].type if len(sequence) == 1 else
+                        SqlType("STRUCT", args=tuple(f.type for f in sequence),
+                                fields=tuple(f.name for f in sequence)))
+            history = ((Field(VALID_FROM, position), Field(VALID_TO, position),
+                        Field(IS_CURRENT, BOOLEAN)) if changes.scd == 2 else ())
+            table = replace(table, fields=(*fields, *history), mode=OutputMode.UPDATE,
+                            merge_keys=(*changes.keys, *((VALID_FROM,) if history else ())))
         quarantine = TableDecl(
             Layer.SILVER, f"{silver.name}_quarantine", TableRole.QUARANTINE,
             (*record, *keys, QUARANTINE_REASONS, *kept),
@@ -211,7 +227,14 @@ class PipelineSpec:
                              "with the reasons it failed."),
             time_column=INGESTED_AT if INGESTED_AT in silver.keep else None,
             declared_at=f"silver.{silver.name}")
-        return table, quarantine
+        if changes is None:
+            return table, quarantine
+        applied = TableDecl(
+            Layer.SILVER, f"{silver.name}_changes", TableRole.CHANGES, (*fields, Field(DELETED, BOOLEAN)),
+            TableDoc(comment=f"The changes {silver.key} is kept from, one per key and sequence, "
+                             f"{DELETED} true where one deletes its key."),
+            time_column=table.time_column, declared_at=f"silver.{silver.name}.changes")
+        return table, quarantine, applied
 
     def gold_fields(self, gold: GoldSpec, known: Mapping[str, TableDecl]) -> tuple[Field, ...]:
         """A gold table's columns, derived from window, grouping and aggregates (or declared)."""

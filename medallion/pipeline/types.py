@@ -97,6 +97,7 @@ class SqlType:
 
 
 STRING = SqlType("STRING")
+BOOLEAN = SqlType("BOOLEAN")
 BIGINT = SqlType("BIGINT")
 INT = SqlType("INT")
 DOUBLE = SqlType("DOUBLE")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,18 @@ from medallion.pipeline.kinds import (
     WindowKind,
 )
 from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_files
-from medallion.pipeline.model import ColumnSpec, Field, GoldSpec, SilverSpec, TableDoc
+from medallion.pipeline.model import (
+    DELETED,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
+    ChangesSpec,
+    ColumnSpec,
+    Field,
+    GoldSpec,
+    SilverSpec,
+    TableDoc,
+)
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.sql import SqlError, non_boolean_type, referenced_columns
 from medallion.pipeline.steps import StepNotFound, find_step
@@ -359,6 +370,8 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
     checked = [*declared, *silver.keep]
     typed = [*(Field(c.name, c.type) for c in silver.columns),
              *(f for f in source.fields if f.name in silver.keep)]
+    if silver.changes is not None:
+        _check_changes(check, silver, silver.changes, typed)
     for rule in silver.all_rules():
         rule_key = (f"{key}.columns.{rule.column}.rules.{rule.name}" if rule.column
                     else f"{key}.rules.{rule.name}")
@@ -403,9 +416,37 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
             names.add(name)
     if silver.python is not None:
         check.python_step(f"{key}.python", silver.python)
-    table, quarantine = (t for t in spec.tables_of_silver(silver, known))
-    check.doc(key, silver.doc, table)
-    return table, quarantine
+    tables = spec.tables_of_silver(silver, known)
+    if silver.changes is not None:
+        values = [n for n in tables[0].column_names if n not in silver.changes.keys]
+        for option in ("track_history", "track_history_except"):
+            check.columns_exist(f"{key}.changes.{option}_columns",
+                                getattr(silver.changes, option) or (), values,
+                                f"the columns of {silver.key} beside its keys")
+    check.doc(key, silver.doc, tables[0])
+    return tables
+
+
+def _check_changes(check: _Checker, silver: SilverSpec, changes: ChangesSpec,
+                   typed: Sequence[Field]) -> None:
+    """A change flow's keys and sequence are declared columns, the sequence orderable, the
+    delete predicate true or false, and no column takes a name the flow gives its own."""
+    key = f"silver.{silver.name}.changes"
+    declared = [c.name for c in silver.columns]
+    check.columns_exist(f"{key}.keys", changes.keys, declared, f"the columns of {silver.key}")
+    check.columns_exist(f"{key}.sequence_by", changes.sequence_by, declared,
+                        f"the columns of {silver.key}")
+    if set(changes.keys) & set(changes.sequence_by):
+        raise check.fail(f"{key}.sequence_by", "a key column cannot order its own changes")
+    for column in silver.columns:
+        if column.name in changes.sequence_by and not column.type.is_orderable:
+            raise check.fail(f"{key}.sequence_by", f"{column.name} is {column.type}, which has no order")
+        if column.name in (DELETED, VALID_FROM, VALID_TO, IS_CURRENT):
+            raise check.fail(f"silver.{silver.name}.columns.{column.name}",
+                             f"{column.name} is a column a change flow adds itself")
+    if changes.delete_when is not None:
+        check.predicate(f"{key}.delete_when", changes.delete_when, typed,
+                        f"the delete predicate of {silver.key}")
 
 
 def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,

@@ -20,11 +20,10 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-VALID_FROM = "valid_from"  # SCD2: the sequence of the change that started the version
-VALID_TO = "valid_to"  # SCD2: the sequence of the change that ended it; null while current
-IS_CURRENT = "is_current"  # SCD2: valid_to is null
+from medallion.pipeline.model import IS_CURRENT, VALID_FROM, VALID_TO
 
 _RANK = "__rank"
+_HELD = "__held"
 _STARTS = "__starts"
 _VERSION = "__version"
 _NEXT = "__next"
@@ -37,11 +36,18 @@ class ChangeShape:
     ``delete`` flag's column, the ``values`` the table holds, and with SCD2 the ``tracked``
     values whose change starts a new version (None: every value)."""
 
+    @property
+    def rank(self) -> tuple[str, ...]:
+        """What orders re-deliveries of one change, the last counting: the delete flag, then the
+        values by name (nulls least)."""
+        return (self.delete, *sorted(self.values))
+
     keys: tuple[str, ...]
     sequence: tuple[str, ...]
     delete: str
     values: tuple[str, ...]
     tracked: tuple[str, ...] | None = None
+    carried: tuple[str, ...] = ()  # along with the values, but a change that differs only here does not
 
     def __post_init__(self) -> None:
         named = (*self.keys, *self.sequence, self.delete)
@@ -60,11 +66,28 @@ class ChangeShape:
 
 def distinct_changes(changes: DataFrame, shape: ChangeShape) -> DataFrame:
     """One change per key and sequence: of re-deliveries, the one that ranks last."""
-    ranked = [F.col(shape.delete).desc(),
-              *(F.col(c).desc_nulls_last() for c in sorted(shape.values))]
+    # The carried columns last, so that one of equal changes is the same one at every run.
+    ranked = [*(F.col(c).desc_nulls_last() for c in shape.rank),
+              *(F.col(c).asc_nulls_last() for c in shape.carried)]
     order = Window.partitionBy(*shape.keys, *shape.sequence).orderBy(*ranked)
     return (changes.withColumn(_RANK, F.row_number().over(order))
             .where(F.col(_RANK) == 1).drop(_RANK))
+
+
+def fresh_changes(changes: DataFrame, applied: DataFrame, shape: ChangeShape) -> DataFrame:
+    """Of a batch's ``changes`` (one per key and sequence), those that change what ``applied``
+    holds: a key and sequence it has not, or a re-delivery that ranks above the one it has."""
+    identity = (*shape.keys, *shape.sequence)
+    held = applied.select(*(F.col(c).alias(f"{_HELD}{c}") for c in (*identity, *shape.rank)),
+                          F.lit(True).alias(_HELD))
+    same = reduce(lambda a, b: a & b, (F.col(c).eqNullSafe(F.col(f"{_HELD}{c}")) for c in identity))
+    outranks = F.lit(False)
+    for column in reversed(shape.rank):  # lexicographic, a null least
+        mine, theirs = F.col(column), F.col(f"{_HELD}{column}")
+        greater = (mine > theirs) | (theirs.isNull() & mine.isNotNull())
+        outranks = greater | (mine.eqNullSafe(theirs) & outranks)
+    return (changes.join(held, same, "left").where(F.col(_HELD).isNull() | outranks)
+            .select(*changes.columns))
 
 
 def scd1_rows(changes: DataFrame, shape: ChangeShape) -> DataFrame:
@@ -74,7 +97,7 @@ def scd1_rows(changes: DataFrame, shape: ChangeShape) -> DataFrame:
     return (distinct_changes(changes, shape)
             .withColumn(_RANK, F.row_number().over(latest))
             .where((F.col(_RANK) == 1) & ~F.col(shape.delete))
-            .select(*shape.keys, *shape.values, *shape.sequence))
+            .select(*shape.keys, *shape.values, *shape.sequence, *shape.carried))
 
 
 def scd2_versions(changes: DataFrame, shape: ChangeShape) -> DataFrame:
@@ -106,5 +129,5 @@ def scd2_versions(changes: DataFrame, shape: ChangeShape) -> DataFrame:
             .withColumn(VALID_FROM, F.min(F.when(F.col(_STARTS) == 1, shape.position)).over(version))
             .withColumn(_LAST, F.row_number().over(last_upsert))
             .where((F.col(_LAST) == 1) & upsert)
-            .select(*shape.keys, *shape.values, VALID_FROM, F.col(_NEXT).alias(VALID_TO),
-                    F.col(_NEXT).isNull().alias(IS_CURRENT)))
+            .select(*shape.keys, *shape.values, *shape.sequence, *shape.carried, VALID_FROM,
+                    F.col(_NEXT).alias(VALID_TO), F.col(_NEXT).isNull().alias(IS_CURRENT)))

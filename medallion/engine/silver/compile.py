@@ -10,16 +10,24 @@ Parsing and typing are :mod:`medallion.engine.silver.parse`'s.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
+from medallion.engine.silver.changes import ChangeShape, distinct_changes
 from medallion.engine.silver.parse import REASONS, RECORD, Transform, blank, parse_record, record_fields
 from medallion.pipeline.kinds import (
     DedupScope,
 )
-from medallion.pipeline.model import DimensionSpec, SilverSpec
+from medallion.pipeline.model import (
+    DELETED,
+    IS_CURRENT,
+    VALID_FROM,
+    VALID_TO,
+    DimensionSpec,
+    SilverSpec,
+)
 from medallion.pipeline.spec import PipelineSpec, TableDecl
 from medallion.pipeline.steps import find_step
 
@@ -104,6 +112,7 @@ class SilverTransforms:
     deduplicate: Transform
     finish: Transform
     enrich: Callable[[Mapping[str, DataFrame]], Transform]
+    changes: ChangeShape | None = None  # a change flow's: its finished rows are changes
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -288,6 +297,37 @@ def _enrich(pipeline: PipelineSpec, silver: SilverSpec,
     return with_dimensions
 
 
+def change_shape(silver: SilverSpec, table: TableDecl) -> ChangeShape:
+    """Where a change flow's changes keep their keys, sequence, delete flag and values (of a
+    table's columns, the kept input columns are carried along but do not make a change differ)."""
+    changes = silver.changes
+    assert changes is not None
+    own = {*changes.keys, *changes.sequence_by, DELETED, *silver.keep}
+    values = tuple(c for c in table.column_names if c not in own and c not in _HISTORY)
+    tracked = changes.track_history
+    if changes.track_history_except:
+        tracked = tuple(c for c in values if c not in changes.track_history_except)
+    return ChangeShape(keys=changes.keys, sequence=changes.sequence_by, delete=DELETED,
+                       values=values, tracked=tracked, carried=silver.keep)
+
+
+_HISTORY = (VALID_FROM, VALID_TO, IS_CURRENT)
+
+
+def _marked(silver: SilverSpec, shape: ChangeShape) -> Transform:
+    """Valid change rows with their delete flag, one per key and sequence (re-deliveries in the
+    batch count once, the same one whatever order they came in)."""
+    assert silver.changes is not None
+    deletes = F.expr(silver.changes.delete_when) if silver.changes.delete_when else F.lit(False)
+
+    def transform(rows: DataFrame) -> DataFrame:
+        # Before enrichment: ranked by the values the change itself carries.
+        own = replace(shape, values=tuple(c for c in shape.values if c in rows.columns))
+        return distinct_changes(rows.withColumn(DELETED, deletes.cast("boolean")), own)
+
+    return transform
+
+
 def _finish(silver: SilverSpec, table: TableDecl) -> Transform:
     step = find_step(silver.python) if silver.python else None
 
@@ -310,13 +350,16 @@ def compile_silver(pipeline: PipelineSpec, silver: SilverSpec,
     quarantine = pipeline.table(silver.quarantine_key)
     source = input_table or pipeline.table(silver.input)
     record = record_fields(silver, source)
+    shape = change_shape(silver, table) if silver.changes is not None else None
     return SilverTransforms(
         silver=silver, table=table, quarantine=quarantine, record=record,
         watermark=silver.watermark or pipeline.watermark,
         parse=parse_record(silver, source),
         valid=_valid(silver),
         quarantined=_quarantined(quarantine, record),
-        deduplicate=_deduplicate(silver),
-        finish=_finish(silver, table),
+        deduplicate=_deduplicate(silver) if shape is None else _marked(silver, shape),
+        # A change flow's rows go to its applied changes first: the table is made from those.
+        finish=_finish(silver, table if shape is None else pipeline.table(silver.changes_key)),
         enrich=_enrich(pipeline, silver, table),
+        changes=shape,
     )

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from medallion.config.model import Trigger
 from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, idle, start_layer
+from medallion.engine.silver.changes import fresh_changes, scd1_rows, scd2_versions
 from medallion.engine.silver.compile import (
     BatchTimes,
     SilverTransforms,
@@ -38,12 +39,16 @@ from medallion.io.sinks.delta import (
     ensure_table,
     guard_checkpoint,
     query_id_of,
+    replace_batch,
     txn_app_id,
+    upsert_batch,
     with_trigger,
 )
+from medallion.io.sinks.evolution import keep_change_definition
 from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
-from medallion.pipeline.model import DimensionSpec, ExpectationSpec, SilverSpec, TableDoc
+from medallion.pipeline.evolution import change_definition
+from medallion.pipeline.model import DELETED, DimensionSpec, ExpectationSpec, SilverSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
 from medallion.quality.gate import QualityGate
@@ -65,6 +70,7 @@ class SilverFlow:
     transforms: SilverTransforms
     docs: Mapping[str, TableDoc]  # the declared comments of the tables it reads and writes
     expectations: tuple[ExpectationSpec, ...]  # its gate's (none when the gates are off)
+    changes: TableSpec | None = None  # a change flow's applied changes
 
     @property
     def input_columns(self) -> tuple[str, ...]:
@@ -82,8 +88,9 @@ def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) 
              pipeline.dimension(e.dimension).source).bronze_key)))
         for e in silver.enrichments)
     declared = pipeline.table(silver.key)
+    changes = silver.changes_key if silver.changes is not None else None
     read_and_written = (input_key, *(bronze.key for _, bronze in dimensions), silver.key,
-                        silver.quarantine_key)
+                        silver.quarantine_key, *((changes,) if changes else ()))
     return SilverFlow(
         pipeline, silver,
         TableSpec.from_decl(declared),
@@ -93,6 +100,7 @@ def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) 
         compile_silver(pipeline, silver, input_decl),
         {key: pipeline.table(key).doc for key in read_and_written},
         declared.doc.expectations if settings.quality.enabled else (),
+        TableSpec.from_decl(pipeline.table(changes)) if changes else None,
     )
 
 
@@ -155,6 +163,9 @@ class SilverBatchWriter:
             rows_in, quarantined = counts.rows_in, counts.quarantined
             if rows_in == 0:
                 return
+            if compiled.changes is not None:
+                self._apply_changes(spark, parsed, rows_in, quarantined, batch_id, app_id)
+                return
             new_rows = cache_batch(self._new_rows(spark, parsed, counts.reach))
             try:
                 query_id = self.query_id(spark)
@@ -192,6 +203,61 @@ class SilverBatchWriter:
         log.info("%s batch %d: %d in, %d quarantined, %d duplicates, %d written",
                  table.key, batch_id, rows_in, quarantined, duplicates, rows_out)
 
+    def _apply_changes(self, spark: SparkSession, parsed: DataFrame, rows_in: int, quarantined: int,
+                       batch_id: int, app_id: str) -> None:
+        """A change flow's batch: its changes new to the table's applied changes are added there
+        (one MERGE, once), then the rows of every key the batch names are made again from all of
+        that key's applied changes and replace the table's (one MERGE, once). A replay after the
+        first MERGE finds the changes applied and makes the same rows."""
+        settings, flow, compiled = self.settings, self.flow, self.flow.transforms
+        shape, table, applied = compiled.changes, flow.spec, flow.changes
+        assert shape is not None and applied is not None
+        dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
+                      for dimension, bronze in flow.dimensions}
+        changes = cache_batch(parsed.transform(compiled.valid).transform(compiled.deduplicate)
+                              .transform(compiled.enrich(dimensions)).transform(compiled.finish))
+        try:
+            query_id = self.query_id(spark)
+            to_quarantine, kept = parsed.transform(compiled.quarantined), changes
+            distinct = changes.count()
+            if self.gate is not None:
+                outcome = self.gate.check(changes, batch_id, app_id, query_id, self.appends)
+                quarantined += outcome.dropped_count
+                kept = outcome.kept()
+                rejected = outcome.dropped()
+                if rejected is not None:
+                    to_quarantine = to_quarantine.unionByName(rejected.drop(DELETED).transform(
+                        compiled.rejected_to_quarantine(parsed)))
+            log_path = applied.path(settings)
+            new = fresh_changes(kept, read_table(spark, log_path), shape)
+            rows_out = new.count()
+            duplicates = rows_in - quarantined - rows_out
+            metrics = {"table": table.key, "query_id": query_id, "batch_id": batch_id,
+                       "rows_in": rows_in, "quarantined": quarantined,
+                       "duplicates_removed": duplicates, "rows_out": rows_out,
+                       "recorded_at": datetime.now(timezone.utc)}
+            self.appends.append_rows(spark, SILVER_BATCH_METRICS, SILVER_BATCH_METRICS.path(settings),
+                                     [metrics], app_id, batch_id)
+            self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
+            upsert_batch(new, log_path, (*shape.keys, *shape.sequence),
+                         txn_app_id(applied.key, query_id), batch_id, latest_by=shape.rank)
+            if distinct:
+                touched = changes.select(*shape.keys).distinct()
+                held = read_table(spark, log_path).join(touched, list(shape.keys), "left_semi")
+                rows = (scd1_rows(held, shape) if flow.silver.changes.scd == 1  # type: ignore[union-attr]
+                        else scd2_versions(held, shape)).select(*table.column_names)
+                merge_keys = flow.transforms.table.merge_keys
+                region = (read_table(spark, table.path(settings))
+                          .join(touched, list(shape.keys), "left_semi").select(*merge_keys))
+                replace_batch(rows, region, table.path(settings), merge_keys, app_id, batch_id)
+        finally:
+            changes.unpersist()
+        self.quarantined += quarantined
+        self.duplicates_removed += duplicates
+        self.rows_out += rows_out
+        log.info("%s batch %d: %d in, %d quarantined, %d re-delivered, %d changes applied",
+                 table.key, batch_id, rows_in, quarantined, duplicates, rows_out)
+
     def add_to(self, run: TableRun) -> None:
         """Copy the batch counters into the run summary."""
         run.quarantined = self.quarantined
@@ -208,8 +274,17 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
     return start_layer(spark, [
         PlannedQuery(flow.spec.key, due=partial(flow_due, spark, settings, trigger, flow),
                      tables=partial(flow_tables, settings, flow),
-                     start=partial(start_flow, spark, settings, trigger, flow))
+                     start=partial(start_flow, spark, settings, trigger, flow),
+                     check=partial(check_definition, spark, settings, flow))
         for flow in silver_flows(settings)])
+
+
+def check_definition(spark: SparkSession, settings: Settings, flow: SilverFlow) -> None:
+    """A change flow's: refuse to carry on from a table and applied changes another declaration
+    made; record the declaration they start with."""
+    if flow.silver.changes is not None:
+        keep_change_definition(spark, flow.spec.key, flow.spec.checkpoint(settings),
+                               change_definition(flow.silver))
 
 
 def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow) -> bool:
@@ -217,8 +292,13 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, flow: Si
     trigger that keeps it running)."""
     if newest_table_version(spark, flow.input.path(settings)) < 0:
         return False  # its source has landed nothing yet
-    return not skippable(spark, trigger, flow.spec.path(settings), flow.spec.checkpoint(settings),
-                         DeltaInput(flow.input.path(settings)))
+    if skippable(spark, trigger, flow.spec.path(settings), flow.spec.checkpoint(settings),
+                 DeltaInput(flow.input.path(settings))):
+        # Nothing new, but a changes declaration the table cannot carry on from is refused at
+        # this run, not at the next one that has data (the other queries go on).
+        check_definition(spark, settings, flow)
+        return False
+    return True
 
 
 def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
@@ -226,7 +306,8 @@ def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
     not landed yet is read as an empty table), its table, quarantine, metrics and gate results."""
     return [(spec, spec.path(settings), flow.docs.get(spec.key))
             for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), flow.spec,
-                         flow.quarantine, SILVER_BATCH_METRICS, QUALITY_RESULTS)]
+                         flow.quarantine, *((flow.changes,) if flow.changes else ()),
+                         SILVER_BATCH_METRICS, QUALITY_RESULTS)]
 
 
 def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, flow: SilverFlow,

@@ -45,6 +45,7 @@ from medallion.io.sinks.delta import TableToMake, committed_table_at
 from medallion.io.tables import ENGINE_TABLES, TableSpec
 from medallion.pipeline.evolution import (
     DECLARATION_FILE,
+    differences,
     recompute_advice,
     schema_changes,
     state_changes,
@@ -157,3 +158,30 @@ def keep_declared_state(spark: SparkSession, table: str, checkpoint: str,
         return
     write_text(spark, f"{checkpoint}/{DECLARATION_FILE}",
                json.dumps(definition, sort_keys=True, indent=1) + "\n")
+
+
+def keep_change_definition(spark: SparkSession, table: str, checkpoint: str,
+                           definition: dict[str, Any]) -> None:
+    """Record the definition a change flow starts with (:func:`~medallion.pipeline.evolution.
+    change_definition`); carrying on, refuse another one, and a table whose query recorded none
+    (a flow that did not take changes made it)."""
+    file = f"{checkpoint}/{DECLARATION_FILE}"
+    if path_exists(spark, f"{checkpoint}/offsets"):
+        try:
+            recorded = json.loads(read_text(spark, file)) if path_exists(spark, file) else None
+        except ValueError:
+            recorded = definition  # a write killed half-way: what it was to record is this one
+        if recorded is None:
+            raise DeclarationChanged(
+                table, "its rows were not made from changes (its checkpoint records no changes "
+                "declaration), and a change flow cannot carry on from them. "
+                f"{recompute_advice(table)}")
+        changed = differences(recorded, definition)
+        if changed:
+            raise DeclarationChanged(
+                table, f"its changes declaration changed: {'; '.join(changed)}. Its rows and "
+                "applied changes were made by the one before, and carrying on would mix both. "
+                f"{recompute_advice(table)}")
+        if recorded == definition:
+            return
+    write_text(spark, file, json.dumps(definition, sort_keys=True, indent=1) + "\n")

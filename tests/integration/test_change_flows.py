@@ -1,0 +1,173 @@
+"""Declared change flows (``changes:``) through the engine: random change histories, cut into
+landing files, runs and batches at random, give after every run the SCD type 1 and 2 tables the
+independent model (``tests/reference_cdc.py``) gives over every change landed so far; change rows
+without a key, a sequence or an operation are quarantined with their reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from medallion.cli.main import main
+from medallion.config.model import Trigger
+from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
+from medallion.ops.plan import Verdict, collect_plan
+from medallion.project import Settings, load_settings
+from tests.conf_support import REPO_CONF
+from tests.reference_cdc import Change, Version, scd1, scd2
+
+PIPELINE = """\
+description: Customers from a change feed, latest and with history.
+sources:
+  customer_changes:
+    format: json_lines
+    path: customer_changes
+    bronze:
+      table: customer_changes
+silver:
+  customers:
+    input: bronze/customer_changes
+    parse: json
+    columns:
+      id: {type: STRING, trim: true}
+      seq: BIGINT
+      op: STRING
+      name: STRING
+      segment: STRING
+    changes:
+      keys: id
+      sequence_by: seq
+      delete_when: op = 'd'
+  customers_history:
+    input: bronze/customer_changes
+    parse: json
+    columns:
+      id: {type: STRING, trim: true}
+      seq: BIGINT
+      op: STRING
+      name: STRING
+      segment: STRING
+    changes:
+      keys: id
+      sequence_by: seq
+      delete_when: op = 'd'
+      scd: 2
+      track_history_columns: [segment]
+"""
+
+
+def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf") -> Settings:
+    conf = root / folder
+    (conf / "pipelines").mkdir(parents=True)
+    for name in ("base.yaml", "local.yaml"):
+        shutil.copy(REPO_CONF / name, conf / name)
+    (conf / "pipelines" / "customers.yaml").write_text(pipeline, encoding="utf-8")
+    return load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
+                         lakehouse=str(root / "lakehouse"))
+
+
+def history(rng: random.Random, keys: int, count: int) -> list[Change]:
+    """Inserts, updates and deletes of ``keys`` keys in random sequence order, one in eight
+    re-delivered (some with other values), so that many arrive after a later change."""
+    made: list[Change] = []
+    for _ in range(count):
+        delete = rng.random() < 0.15
+        values = () if delete else (("name", rng.choice(["Ann", "Bo", None])),
+                                    ("segment", rng.choice(["s", "g", "b"])))
+        made.append(Change((f"c{rng.randrange(keys)}",), (rng.randrange(1000),), delete, values))
+    for change in rng.sample(made, count // 8):
+        if rng.random() < 0.3 and not change.delete:
+            change = Change(change.key, change.sequence, False, (("name", "Cy"), ("segment", "s")))
+        made.append(change)
+    rng.shuffle(made)
+    return made
+
+
+def line(change: Change) -> str:
+    row: dict[str, Any] = {"id": change.key[0], "seq": change.sequence[0],
+                           "op": "d" if change.delete else "u", **change.row()}
+    return json.dumps(row)
+
+
+def table(spark: SparkSession, settings: Settings, name: str) -> list[Any]:
+    return spark.read.format("delta").load(f"{settings.paths.lakehouse}/silver/{name}").collect()
+
+
+def history_versions(spark: SparkSession, settings: Settings) -> set[Version]:
+    return {Version((r["id"],), (("name", r["name"]), ("segment", r["segment"])),
+                    (r["valid_from"],), None if r["valid_to"] is None else (r["valid_to"],))
+            for r in table(spark, settings, "customers_history")}
+
+
+def test_random_histories_in_random_batches_give_the_model_tables(
+        spark: SparkSession, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    settings = change_settings(tmp_path)
+    changes = history(rng, keys=25, count=240)
+    broken = ['{"seq": 5, "op": "u", "name": "NoKey"}', '{"id": "c1", "op": "u"}',
+              '{"id": "c2", "seq": 9}', 'not json']
+    lines = [line(c) for c in changes]
+    cuts = sorted(rng.sample(range(1, len(lines)), 7))
+    files = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    files[2] = files[2] + broken
+    runs = sorted(rng.sample(range(1, len(files)), 2))
+    folder = Path(settings.paths.landing) / "customer_changes"
+    folder.mkdir(parents=True)
+    for a, b in zip([0, *runs], [*runs, len(files)], strict=True):
+        for index in range(a, b):
+            (folder / f"part-{index:03d}.json").write_text("\n".join(files[index]) + "\n")
+        landed = changes[:[*cuts, len(lines)][b - 1]]
+        run_pipeline(spark, dataclasses.replace(settings, streaming=dataclasses.replace(
+            settings.streaming, max_files_per_trigger=rng.randint(1, 3))), RunTarget.ALL, Trigger())
+        latest = {(r["id"],): {"name": r["name"], "segment": r["segment"]}
+                  for r in table(spark, settings, "customers")}
+        assert latest == scd1(landed)
+        rows = table(spark, settings, "customers_history")
+        versions = history_versions(spark, settings)
+        assert versions == scd2(landed, tracked=["segment"])
+        assert len(rows) == len(versions)
+        assert all(r["is_current"] == (r["valid_to"] is None) for r in rows)
+    assert landed == changes
+    quarantined = {tuple(r["reasons"]) for r in table(spark, settings, "customers_quarantine")}
+    assert quarantined == {("missing_id",), ("missing_seq",), ("delete_when_unknown",),
+                           ("invalid_json",)}
+
+
+def test_a_changed_history_declaration_is_refused_and_a_full_refresh_rebuilds_it(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = change_settings(tmp_path)
+    changes = history(random.Random(11), keys=8, count=60)
+    folder = Path(settings.paths.landing) / "customer_changes"
+    folder.mkdir(parents=True)
+    (folder / "all.json").write_text("\n".join(line(c) for c in changes) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    assert history_versions(spark, settings) == scd2(changes, tracked=["segment"])
+
+    both = PIPELINE.replace("track_history_columns: [segment]", "track_history_columns: [segment, name]")
+    changed = change_settings(tmp_path, both, "conf2")
+    plans = {p.table: p for p in collect_plan(changed)}
+    assert plans["silver/customers_history"].verdict is Verdict.NEEDS_REFRESH
+    assert plans["silver/customers"].verdict is Verdict.UNCHANGED
+    assert any("track_history_columns" in c for c in plans["silver/customers_history"].changes)
+    more = history(random.Random(12), keys=8, count=20)
+    (folder / "more.json").write_text("\n".join(line(c) for c in more) + "\n")
+    changes += more
+    with pytest.raises(RunIncomplete) as refused:
+        run_pipeline(spark, changed, RunTarget.ALL, Trigger(), monitor=False)
+    assert refused.value.table == "silver/customers_history"
+    assert "--full-refresh" in str(refused.value)
+
+    paths = ["--env", "local", "--conf-dir", str(tmp_path / "conf2"), "--landing",
+             changed.paths.landing, "--lakehouse", changed.paths.lakehouse]
+    assert main(["backfill", "silver/customers_history", "--full-refresh", "--yes", *paths]) == 0
+    capsys.readouterr()
+    assert history_versions(spark, changed) == scd2(changes, tracked=["segment", "name"])
+    assert len(table(spark, changed, "customers_history_changes")) == len(
+        {(c.key, c.sequence) for c in changes})

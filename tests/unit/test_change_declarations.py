@@ -1,0 +1,105 @@
+"""A silver table declared with ``changes:``: the tables it derives, and the mistakes refused
+before Spark starts, naming the key and the file (no JVM)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from medallion.pipeline.errors import PipelineError
+from medallion.pipeline.kinds import OutputMode, TableRole
+from medallion.pipeline.load import load_pipelines
+from medallion.pipeline.spec import PipelineSpec
+from medallion.pipeline.validate import validate
+
+Tree = dict[str, Any]
+
+TREE: Tree = {
+    "sources": {"changes": {"format": "json_lines", "path": "changes", "bronze": {"table": "changes"}}},
+    "silver": {"customers": {
+        "input": "bronze/changes", "parse": "json",
+        "columns": {"id": "STRING", "lsn": "BIGINT", "tx": "INT", "op": "STRING",
+                    "name": "STRING", "segment": "STRING"},
+        "changes": {"keys": "id", "sequence_by": ["lsn", "tx"], "delete_when": "op = 'd'", "scd": 2,
+                    "track_history_except_columns": ["name"]},
+    }},
+}
+
+
+def _load(tmp_path: Path, change: Callable[[Tree], None] | None = None) -> PipelineSpec:
+    tree = copy.deepcopy(TREE)
+    if change is not None:
+        change(tree)
+    (tmp_path / "pipelines").mkdir(exist_ok=True)
+    (tmp_path / "pipelines" / "crm.yaml").write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
+    (spec,) = load_pipelines(tmp_path, "local")
+    validate(spec)
+    return spec
+
+
+def _fails(tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:
+    with pytest.raises(PipelineError) as caught:
+        _load(tmp_path, change)
+    assert (caught.value.key, caught.value.source) == (key, str(tmp_path / "pipelines" / "crm.yaml"))
+    assert words in str(caught.value)
+
+
+def _changes(tree: Tree) -> Tree:
+    found: Tree = tree["silver"]["customers"]["changes"]
+    return found
+
+
+def test_a_change_flow_derives_its_table_history_columns_and_applied_changes(tmp_path: Path) -> None:
+    spec = _load(tmp_path)
+    table = spec.table("silver/customers")
+    assert table.column_names == ("id", "lsn", "tx", "op", "name", "segment", "source_file",
+                                  "ingested_at", "valid_from", "valid_to", "is_current")
+    assert str(table.column_type("valid_from")) == "STRUCT<lsn: BIGINT, tx: INT>"
+    assert (table.mode, table.merge_keys) == (OutputMode.UPDATE, ("id", "valid_from"))
+    applied = spec.table("silver/customers_changes")
+    assert applied.role is TableRole.CHANGES
+    assert applied.column_names[-1] == "_deleted"
+    silver = spec.silver[0]
+    # A change without its key or sequence, or that delete_when cannot say, is quarantined.
+    assert {"missing_id", "missing_lsn", "missing_tx", "delete_when_unknown"} <= set(silver.reasons())
+    assert "missing_segment" not in silver.reasons()
+
+
+def test_type_1_keeps_one_row_per_key(tmp_path: Path) -> None:
+    def type_1(tree: Tree) -> None:
+        _changes(tree).update(scd=1, sequence_by="lsn")
+        del _changes(tree)["track_history_except_columns"]
+    table = _load(tmp_path, type_1).table("silver/customers")
+    assert (table.mode, table.merge_keys) == (OutputMode.UPDATE, ("id",))
+    assert "valid_from" not in table.column_names
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    (lambda t: _changes(t).update(keys="ident"), "silver.customers.changes.keys", "unknown column 'ident'"),
+    (lambda t: _changes(t).update(sequence_by=["id"]), "silver.customers.changes.sequence_by",
+     "a key column cannot order"),
+    (lambda t: _changes(t).update(delete_when="op"), "silver.customers.changes.delete_when",
+     "must be true or false"),
+    (lambda t: _changes(t).update(delete_when="kind = 'd'"), "silver.customers.changes.delete_when",
+     "kind"),
+    (lambda t: _changes(t).update(scd=3), "silver.customers.changes.scd", "must be 1"),
+    (lambda t: _changes(t).update(scd=1), "silver.customers.changes.track_history_except_columns",
+     "scd: 2 only"),
+    (lambda t: _changes(t).update(track_history_columns=["segment"]),
+     "silver.customers.changes.track_history_except_columns", "not both"),
+    (lambda t: _changes(t).update(track_history_except_columns=["colour"]),
+     "silver.customers.changes.track_history_except_columns", "unknown column 'colour'"),
+    (lambda t: t["silver"]["customers"].update(dedup={"key": "id"}), "silver.customers.dedup",
+     "takes no dedup"),
+    (lambda t: t["silver"]["customers"]["columns"].update(valid_to="BIGINT"),
+     "silver.customers.columns.valid_to", "a change flow adds itself"),
+    (lambda t: t["silver"]["customers"].pop("changes"), "silver.customers.dedup", "required"),
+])
+def test_a_wrong_change_declaration_is_refused_naming_its_key(
+        tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:
+    _fails(tmp_path, change, key, words)
