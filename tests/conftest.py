@@ -48,14 +48,23 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     Built with Kafka configured, so the session has Spark's Kafka connector for the Kafka tests.
     """
     settings = make_settings(tmp_path_factory.mktemp("session"), read_from="kafka")
-    # A job's JVM runs one pipeline run; this one runs a few hundred tests' runs, and each leaves
-    # some heap held (the JVM side of the Python threads that called it, among others).
+    # A job's JVM runs one pipeline run; this one runs a few hundred tests' (`_forget_delta_logs`).
     settings = replace(settings, spark=replace(settings.spark, conf={
         **settings.spark.conf, "spark.driver.memory": SUITE_DRIVER_MEMORY}))
     session = build_session(settings, register_tables=False)
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _forget_delta_logs() -> Iterator[None]:
+    """After each test, Delta's cache of table logs is emptied: each one keeps a table's newest
+    snapshot (its plans and cached state) for an hour, and a test's tables are gone after it."""
+    yield
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
 
 
 @pytest.fixture
