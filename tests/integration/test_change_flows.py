@@ -35,7 +35,7 @@ silver:
   customers:
     input: bronze/customer_changes
     parse: json
-    columns:
+    columns: &columns
       id: {type: STRING, trim: true}
       seq: BIGINT
       op: STRING
@@ -48,12 +48,7 @@ silver:
   customers_history:
     input: bronze/customer_changes
     parse: json
-    columns:
-      id: {type: STRING, trim: true}
-      seq: BIGINT
-      op: STRING
-      name: STRING
-      segment: STRING
+    columns: *columns
     changes:
       keys: id
       sequence_by: seq

@@ -20,6 +20,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from medallion.io.sinks.delta import greater_than
 from medallion.pipeline.model import IS_CURRENT, VALID_FROM, VALID_TO
 
 _RANK = "__rank"
@@ -76,18 +77,15 @@ def distinct_changes(changes: DataFrame, shape: ChangeShape) -> DataFrame:
 
 def fresh_changes(changes: DataFrame, applied: DataFrame, shape: ChangeShape) -> DataFrame:
     """Of a batch's ``changes`` (one per key and sequence), those that change what ``applied``
-    holds: a key and sequence it has not, or a re-delivery that ranks above the one it has."""
+    holds: a key and sequence it has not, or a re-delivery that ranks above the one it has (as
+    the MERGE into ``applied`` decides, :func:`~medallion.io.sinks.delta.upsert_batch`)."""
     identity = (*shape.keys, *shape.sequence)
-    held = applied.select(*(F.col(c).alias(f"{_HELD}{c}") for c in (*identity, *shape.rank)),
-                          F.lit(True).alias(_HELD))
-    same = reduce(lambda a, b: a & b, (F.col(c).eqNullSafe(F.col(f"{_HELD}{c}")) for c in identity))
-    outranks = F.lit(False)
-    for column in reversed(shape.rank):  # lexicographic, a null least
-        mine, theirs = F.col(column), F.col(f"{_HELD}{column}")
-        greater = (mine > theirs) | (theirs.isNull() & mine.isNotNull())
-        outranks = greater | (mine.eqNullSafe(theirs) & outranks)
-    return (changes.join(held, same, "left").where(F.col(_HELD).isNull() | outranks)
-            .select(*changes.columns))
+    held = applied.select(*identity, *shape.rank, F.lit(True).alias(_HELD)).alias("t")
+    same = reduce(lambda a, b: a & b,
+                  (F.col(f"s.`{c}`").eqNullSafe(F.col(f"t.`{c}`")) for c in identity))
+    return (changes.alias("s").join(held, same, "left")
+            .where(F.col(f"t.{_HELD}").isNull() | F.expr(greater_than(shape.rank)))
+            .select("s.*"))
 
 
 def scd1_rows(changes: DataFrame, shape: ChangeShape) -> DataFrame:

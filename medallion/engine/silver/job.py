@@ -130,6 +130,23 @@ class SilverBatchWriter:
             self._query_id = query_id_of(spark, self.checkpoint)
         return self._query_id
 
+    def _dimensions(self, spark: SparkSession) -> dict[str, DataFrame]:
+        """Each dimension the table is enriched from, its latest rows as they stand."""
+        return {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(self.settings)))
+                for dimension, bronze in self.flow.dimensions}
+
+    def _record_metrics(self, spark: SparkSession, query_id: str, batch_id: int, app_id: str,
+                        counts: tuple[int, int, int, int]) -> None:
+        """The batch's row of the silver batch metrics: rows in, quarantined, duplicates
+        removed, rows out (a marked append: a replay writes it once)."""
+        rows_in, quarantined, duplicates, rows_out = counts
+        metrics = {"table": self.flow.spec.key, "query_id": query_id, "batch_id": batch_id,
+                   "rows_in": rows_in, "quarantined": quarantined,
+                   "duplicates_removed": duplicates, "rows_out": rows_out,
+                   "recorded_at": datetime.now(timezone.utc)}
+        self.appends.append_rows(spark, SILVER_BATCH_METRICS, SILVER_BATCH_METRICS.path(self.settings),
+                                 [metrics], app_id, batch_id)
+
     def _new_rows(self, spark: SparkSession, parsed: DataFrame,
                   reach: BatchTimes | None) -> DataFrame:
         """The batch's valid rows that silver does not hold yet, one per key, enriched; ``reach``
@@ -137,10 +154,8 @@ class SilverBatchWriter:
         flow, compiled, settings = self.flow, self.flow.transforms, self.settings
         valid = parsed.transform(compiled.valid).transform(compiled.deduplicate)
         known = compiled.known_rows(read_table(spark, flow.spec.path(settings)), reach)
-        dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
-                      for dimension, bronze in flow.dimensions}
         return (valid.transform(compiled.remove_known(known))
-                .transform(compiled.enrich(dimensions))
+                .transform(compiled.enrich(self._dimensions(spark)))
                 .transform(compiled.finish))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -184,13 +199,8 @@ class SilverBatchWriter:
                             rejected.transform(compiled.rejected_to_quarantine(parsed)))
                 # The metrics row goes first: on a replay, the table is unchanged until its own
                 # write commits, so recomputed counts are the same, and a committed write is skipped.
-                metrics = {"table": table.key, "query_id": query_id, "batch_id": batch_id,
-                           "rows_in": rows_in, "quarantined": quarantined,
-                           "duplicates_removed": duplicates, "rows_out": rows_out,
-                           "recorded_at": datetime.now(timezone.utc)}
-                self.appends.append_rows(spark, SILVER_BATCH_METRICS,
-                                         SILVER_BATCH_METRICS.path(settings), [metrics], app_id,
-                                         batch_id)
+                self._record_metrics(spark, query_id, batch_id, app_id,
+                                     (rows_in, quarantined, duplicates, rows_out))
                 self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
                 append_batch(to_table, table.path(settings), app_id, batch_id)
             finally:
@@ -211,15 +221,15 @@ class SilverBatchWriter:
         first MERGE finds the changes applied and makes the same rows."""
         settings, flow, compiled = self.settings, self.flow, self.flow.transforms
         shape, table, applied = compiled.changes, flow.spec, flow.changes
-        assert shape is not None and applied is not None
-        dimensions = {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(settings)))
-                      for dimension, bronze in flow.dimensions}
+        declared = flow.silver.changes
+        assert shape is not None and applied is not None and declared is not None
         changes = cache_batch(parsed.transform(compiled.valid).transform(compiled.deduplicate)
-                              .transform(compiled.enrich(dimensions)).transform(compiled.finish))
+                              .transform(compiled.enrich(self._dimensions(spark)))
+                              .transform(compiled.finish))
         try:
             query_id = self.query_id(spark)
             to_quarantine, kept = parsed.transform(compiled.quarantined), changes
-            distinct = changes.count()
+            distinct = changes.count()  # fills the cache the gate and the writes read
             if self.gate is not None:
                 outcome = self.gate.check(changes, batch_id, app_id, query_id, self.appends)
                 quarantined += outcome.dropped_count
@@ -232,21 +242,17 @@ class SilverBatchWriter:
             new = fresh_changes(kept, read_table(spark, log_path), shape)
             rows_out = new.count()
             duplicates = rows_in - quarantined - rows_out
-            metrics = {"table": table.key, "query_id": query_id, "batch_id": batch_id,
-                       "rows_in": rows_in, "quarantined": quarantined,
-                       "duplicates_removed": duplicates, "rows_out": rows_out,
-                       "recorded_at": datetime.now(timezone.utc)}
-            self.appends.append_rows(spark, SILVER_BATCH_METRICS, SILVER_BATCH_METRICS.path(settings),
-                                     [metrics], app_id, batch_id)
+            self._record_metrics(spark, query_id, batch_id, app_id,
+                                 (rows_in, quarantined, duplicates, rows_out))
             self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
             upsert_batch(new, log_path, (*shape.keys, *shape.sequence),
                          txn_app_id(applied.key, query_id), batch_id, latest_by=shape.rank)
             if distinct:
                 touched = changes.select(*shape.keys).distinct()
                 held = read_table(spark, log_path).join(touched, list(shape.keys), "left_semi")
-                rows = (scd1_rows(held, shape) if flow.silver.changes.scd == 1  # type: ignore[union-attr]
+                rows = (scd1_rows(held, shape) if declared.scd == 1
                         else scd2_versions(held, shape)).select(*table.column_names)
-                merge_keys = flow.transforms.table.merge_keys
+                merge_keys = compiled.table.merge_keys
                 region = (read_table(spark, table.path(settings))
                           .join(touched, list(shape.keys), "left_semi").select(*merge_keys))
                 replace_batch(rows, region, table.path(settings), merge_keys, app_id, batch_id)

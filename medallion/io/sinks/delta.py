@@ -408,13 +408,13 @@ class BatchAppends:
         return marker
 
 
-def _greater(columns: Sequence[str]) -> str:
+def greater_than(columns: Sequence[str]) -> str:
     """SQL: the source row ``s`` is greater than the target ``t`` by ``columns`` (nulls lowest)."""
     first, rest = f"`{columns[0]}`", columns[1:]
     greater = f"(s.{first} > t.{first} OR (t.{first} IS NULL AND s.{first} IS NOT NULL))"
     if not rest:
         return greater
-    return f"({greater} OR (s.{first} <=> t.{first} AND {_greater(rest)}))"
+    return f"({greater} OR (s.{first} <=> t.{first} AND {greater_than(rest)}))"
 
 
 @dataclass(frozen=True)
@@ -468,7 +468,7 @@ def upsert_batch(
         (
             DeltaTable.forPath(spark, path).alias("t")
             .merge(df.alias("s"), condition)
-            .whenMatchedUpdateAll(condition=_greater(latest_by) if latest_by else None)
+            .whenMatchedUpdateAll(condition=greater_than(latest_by) if latest_by else None)
             .whenNotMatchedInsertAll()
             .execute()
         )
