@@ -32,6 +32,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from medallion.config.model import KafkaPublish, KafkaSettings, Trigger
 from medallion.engine.streaming import JobError, RunningQuery
+from medallion.io.checkpoints import drop_leftovers
 from medallion.io.failures import root_cause
 from medallion.io.hadoopfs import path_exists
 from medallion.io.sinks.delta import with_trigger
@@ -171,6 +172,7 @@ def start_publish(spark: SparkSession, settings: Settings, trigger: Trigger) -> 
                 raise JobError(name, f"{spec.key} has not been written yet; run gold first")
             rows = _changes(spark, spec, path)
         records = rows.transform(to_kafka_records(entry.key))
+        drop_leftovers(spark, publish_checkpoint(settings, entry))
         writer = (
             records.writeStream.format("kafka")
             .queryName(name)

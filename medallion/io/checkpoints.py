@@ -77,14 +77,25 @@ def batch_numbers(names: list[str]) -> list[int]:
     return sorted(int(name) for name in names if name.isdigit())
 
 
-def _drop_orphan_checksums(spark: SparkSession, folder: str) -> None:
-    """Delete ``.<batch>.crc`` files whose ``<batch>`` file is gone.
+def drop_leftovers(spark: SparkSession, checkpoint: str) -> None:
+    """Delete what interrupted writes left in a checkpoint's logs (see ``_drop_leftovers``)."""
+    for folder in ("offsets", "commits"):
+        _drop_leftovers(spark, f"{checkpoint}/{folder}")
 
-    On a local file system Hadoop keeps a checksum beside each file. When a ``commits/<batch>``
-    file is deleted by hand its ``.crc`` stays, and Spark's rewrite of the batch's file then
-    fails on the rename ("Multiple streaming queries are concurrently using ..."), although the
-    replay itself is safe. A checksum of a file that does not exist checks nothing. A local
-    folder is listed by Python (with the bridge, two calls per name, at every query's start).
+
+def _drop_leftovers(spark: SparkSession, folder: str) -> None:
+    """Delete what interrupted writes left in an ``offsets`` or ``commits`` folder.
+
+    Spark writes a batch file as a temporary ``.<batch>.<uuid>.tmp`` and renames it. A query
+    stopped or killed between the two leaves the temporary file, which Spark never reads; but a
+    query that has planned no batch yet refuses to start while its folders hold anything
+    ("STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY"), so a job killed while planning its first
+    batch could never run again. On a local file system Hadoop also keeps a checksum beside each
+    file: when a ``commits/<batch>`` file is deleted by hand its ``.crc`` stays, and Spark's
+    rewrite of the batch's file then fails on the rename ("Multiple streaming queries are
+    concurrently using ..."), although the replay itself is safe. A checksum of a file that does
+    not exist checks nothing. Runs before the query starts, under the table's writer lock. A
+    local folder is listed by Python (with the bridge, two calls per name, at every query's start).
     """
     local = local_path(spark, folder)
     if local is not None:
@@ -92,31 +103,41 @@ def _drop_orphan_checksums(spark: SparkSession, folder: str) -> None:
             names = set(os.listdir(local))
         except (FileNotFoundError, NotADirectoryError):
             return
-        for name in sorted(names):
-            if _orphan_checksum(name, names):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(local, name))
-                log.warning("%s/%s: deleted the checksum of a batch file that is gone", folder, name)
+        for name in leftovers(names):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(local, name))
+            log.warning("%s/%s: deleted, %s", folder, name, _why(name))
         return
     fs, path = hadoop_path(spark, folder)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    if not jvm.org.apache.hadoop.fs.ChecksumFileSystem._java_lang_class.isInstance(fs):
-        return  # no checksum files (object stores, HDFS)
-    raw = fs.getRawFileSystem()  # the checksummed one hides .crc files from listings
-    if not raw.exists(path):
+    if jvm.org.apache.hadoop.fs.ChecksumFileSystem._java_lang_class.isInstance(fs):
+        fs = fs.getRawFileSystem()  # the checksummed one hides .crc files from listings
+    if not fs.exists(path):
         return
-    names = {str(status.getPath().getName()) for status in raw.listStatus(path)}
-    for name in sorted(names):
-        if _orphan_checksum(name, names):
-            raw.delete(jvm.org.apache.hadoop.fs.Path(path, name), False)
-            log.warning("%s/%s: deleted the checksum of a batch file that is gone", folder, name)
+    for name in leftovers({str(status.getPath().getName()) for status in fs.listStatus(path)}):
+        fs.delete(jvm.org.apache.hadoop.fs.Path(path, name), False)
+        log.warning("%s/%s: deleted, %s", folder, name, _why(name))
 
 
-def _orphan_checksum(name: str, names: set[str]) -> bool:
-    """Whether ``name`` is the checksum (``.<batch>.crc``) of a batch file not in ``names``."""
-    batch = name[1:-4] if is_checksum_file(name) else ""
-    return batch.isdigit() and batch not in names
+# Spark's temporary name for a checkpoint file it is writing: ``.<name>.<uuid>[.TID<n>].tmp``.
+_UNFINISHED = re.compile(r"\.\d+\.[0-9a-fA-F-]{36}(\.TID\d+)?\.tmp")
+
+
+def leftovers(names: set[str]) -> list[str]:
+    """The names among an ``offsets`` or ``commits`` folder's that no batch needs: unfinished
+    writes, and checksums of files that are not there (once the unfinished ones are gone)."""
+    unfinished = {name for name in names if _UNFINISHED.fullmatch(name)}
+    kept = names - unfinished
+    orphans = {name for name in kept if is_checksum_file(name) and name[1:-4] not in kept}
+    return sorted(unfinished | orphans)
+
+
+def _why(name: str) -> str:
+    """Why :func:`leftovers` named ``name``, for the log."""
+    if _UNFINISHED.fullmatch(name):
+        return "a batch file whose write was interrupted (never read)"
+    return "the checksum of a file that is gone"
 
 
 def _read_checked(spark: SparkSession, file: str) -> str:
@@ -162,11 +183,10 @@ def inspect_checkpoint(spark: SparkSession, table: str, checkpoint: str) -> Chec
     """Read what Spark will read when the query starts; raise ``CheckpointError`` on damage.
 
     The newest two offsets files (the newest batch's start is the one before's end) and the
-    newest commit must parse; a commit needs its offsets file. Checksums left by deleted batch
-    files are removed (see ``_drop_orphan_checksums``).
+    newest commit must parse; a commit needs its offsets file. What interrupted writes and
+    deleted batch files left behind is removed first (see ``drop_leftovers``).
     """
-    for folder in ("offsets", "commits"):
-        _drop_orphan_checksums(spark, f"{checkpoint}/{folder}")
+    drop_leftovers(spark, checkpoint)
     planned = batch_numbers(folder_names(spark, f"{checkpoint}/offsets"))
     committed = batch_numbers(folder_names(spark, f"{checkpoint}/commits"))
     if not path_exists(spark, f"{checkpoint}/metadata"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from medallion.io.checkpoints import log_entries
+from medallion.io.checkpoints import leftovers, log_entries
 from medallion.io.sources.delta import between_versions, version_read
 
 # offsets/0 of a silver query (its metadata's conf shortened)
@@ -64,3 +64,14 @@ def test_an_offset_between_versions() -> None:
     assert between_versions({"reservoirVersion": 5, "index": -1, "isStartingVersion": False})
     assert not between_versions({"reservoirVersion": 5, "index": 3, "isStartingVersion": False})
     assert not between_versions({"reservoirVersion": 5, "index": -1, "isStartingVersion": True})
+
+
+def test_leftovers_are_unfinished_writes_and_checksums_of_files_that_are_gone() -> None:
+    unfinished = ".0.5f0c8a52-8a0e-4a56-a5bf-0e4a3e1b7d2c.tmp"
+    in_a_task = ".3.5f0c8a52-8a0e-4a56-a5bf-0e4a3e1b7d2c.TID12.tmp"
+    names = {"0", ".0.crc", "1", ".1.crc", unfinished, f".{unfinished}.crc", in_a_task,
+             ".2.crc"}  # commits/2 deleted by hand
+    assert leftovers(names) == sorted([unfinished, f".{unfinished}.crc", in_a_task, ".2.crc"])
+    assert leftovers({"0", ".0.crc", "1", ".1.crc"}) == []
+    # Only Spark's own temporary names: anything else in the folder is not the engine's to delete.
+    assert leftovers({"0", ".0.tmp", "notes.tmp", ".0.not-a-uuid.tmp"}) == []
