@@ -35,6 +35,33 @@ class ParseMode(str, Enum):
 
     JSON = "json"  # one text column holds a JSON object (invalid_json, not_an_object)
     COLUMNS = "columns"  # the input's columns are the raw fields (CSV, Parquet; malformed_record)
+    # one text column holds a Debezium change event in JSON: columns are read from the row it
+    # carries (``after``; ``before`` for a delete), ``__<field>`` from the event (not_a_row_change)
+    DEBEZIUM = "debezium"
+
+    @property
+    def reads_json(self) -> bool:
+        """Whether the raw record is one text column of JSON."""
+        return self is not ParseMode.COLUMNS
+
+
+# Debezium: a column whose field is ``__<path>`` reads the event, not its row: ``__op``,
+# ``__ts_ms``, ``__source_<field>`` (``__source_lsn``), ``__transaction_<field>``, as Debezium's
+# ExtractNewRecordState transform names the event's fields it adds to a row.
+DEBEZIUM_EVENT_PREFIX = "__"
+DEBEZIUM_OPERATIONS = ("c", "u", "d", "r")  # create, update, delete, read (a snapshot's row)
+DEBEZIUM_DELETE = "d"
+
+
+def debezium_event_path(field_name: str) -> str | None:
+    """The JSON path in a Debezium event of a ``__<path>`` field (None: a field of the row)."""
+    if not field_name.startswith(DEBEZIUM_EVENT_PREFIX):
+        return None
+    rest = field_name[len(DEBEZIUM_EVENT_PREFIX):]
+    for block in ("source", "transaction"):
+        if rest.startswith(f"{block}_"):
+            return f"$.{block}.{rest[len(block) + 1:]}"
+    return f"$.{rest}"
 
 
 class DedupScope(str, Enum):
@@ -147,6 +174,9 @@ INVALID_JSON = "invalid_json"
 
 
 NOT_AN_OBJECT = "not_an_object"
+
+
+NOT_A_ROW_CHANGE = "not_a_row_change"  # Debezium: an event whose op is not c, u, d or r (t, m, none)
 
 
 MALFORMED_RECORD = "malformed_record"

@@ -17,6 +17,7 @@ from medallion.pipeline.kinds import (
     INVALID_UTF8,
     MALFORMED_RECORD,
     NO_VALUE,
+    NOT_A_ROW_CHANGE,
     NOT_AN_OBJECT,
     ROW_LEVEL_TYPES,
     SOURCE_FILE,
@@ -316,9 +317,13 @@ class SilverSpec:
         ``input_columns``: its input's, when known (only a CSV source's bronze table has the
         reader's ``_corrupt_record``, so only it gives ``malformed_record``)."""
         malformed = input_columns is None or CORRUPT_RECORD in input_columns
-        found: list[str] = [INVALID_UTF8] + (
-            [NO_VALUE, INVALID_JSON, NOT_AN_OBJECT] if self.parse is ParseMode.JSON
-            else [MALFORMED_RECORD] if malformed else [])
+        found: list[str] = [INVALID_UTF8]
+        if self.parse.reads_json:
+            found += [NO_VALUE, INVALID_JSON, NOT_AN_OBJECT]
+        if self.parse is ParseMode.DEBEZIUM:
+            found.append(NOT_A_ROW_CHANGE)
+        elif malformed and self.parse is ParseMode.COLUMNS:
+            found.append(MALFORMED_RECORD)
         for column in self.columns:
             if column.required:
                 found.append(missing_reason(column.name))

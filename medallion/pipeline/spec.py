@@ -30,7 +30,6 @@ from medallion.pipeline.kinds import (
     INGESTED_AT,
     Layer,
     OutputMode,
-    ParseMode,
     Severity,
     TableRole,
     WindowKind,
@@ -199,7 +198,7 @@ class PipelineSpec:
         fields = self.silver_fields(silver, known)
         by_name = {f.name: f for f in fields}
         source = known[silver.input]
-        if silver.parse is ParseMode.JSON:
+        if silver.parse.reads_json:
             record: tuple[Field, ...] = (Field(silver.raw_column, STRING),)
         else:
             record = tuple(f for f in source.fields if f.name not in silver.keep)

@@ -35,7 +35,6 @@ from medallion.pipeline.kinds import (
     AggregateFunction,
     DedupScope,
     OutputMode,
-    ParseMode,
     WindowKind,
 )
 from medallion.pipeline.load import PIPELINES_DIR, load_pipelines, pipeline_files
@@ -308,7 +307,7 @@ def _check_dimensions(check: _Checker, spec: PipelineSpec) -> None:
 
 def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> list[str] | None:
     """What a column may be taken from: None for JSON (any field may occur)."""
-    if silver.parse is ParseMode.JSON:
+    if silver.parse.reads_json:
         return None
     bronze = next((s for s in spec.sources if s.bronze_key == silver.input), None)
     fields = bronze.raw_fields if bronze is not None else None
@@ -355,7 +354,7 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
                   known: Mapping[str, TableDecl]) -> tuple[TableDecl, ...]:
     key = f"silver.{silver.name}"
     source = known[silver.input]
-    if silver.parse is ParseMode.JSON and source.column_type(silver.raw_column) != SqlType("STRING"):
+    if silver.parse.reads_json and source.column_type(silver.raw_column) != SqlType("STRING"):
         raise check.fail(f"{key}.raw_column", f"{silver.input} has no text column {silver.raw_column!r} "
                                               f"(columns: {', '.join(source.column_names)})")
     check.columns_exist(f"{key}.keep", silver.keep, source.column_names, f"the columns of {silver.input}")

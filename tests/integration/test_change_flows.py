@@ -58,6 +58,35 @@ silver:
 """
 
 
+# The same changes as a Debezium connector publishes them: an event per change with the row
+# before and after it (a delete's `before` holds only the key, as a table's default replica
+# identity gives), the position in the database's log in `source`; some inside the JSON
+# converter's envelope with its schema.
+DEBEZIUM = """\
+  customer_cdc:
+    format: json_lines
+    path: customer_cdc
+    bronze:
+      table: customer_cdc
+"""
+DEBEZIUM_FLOW = """\
+  customers_cdc:
+    input: bronze/customer_cdc
+    parse: debezium
+    columns:
+      id: STRING
+      name: STRING
+      segment: STRING
+      op: {type: STRING, source: __op}
+      lsn: {type: BIGINT, source: __source_lsn}
+    changes:
+      keys: id
+      sequence_by: lsn
+      delete_when: op = 'd'
+"""
+WITH_DEBEZIUM = PIPELINE.replace("\nsilver:\n", "\n" + DEBEZIUM + "silver:\n" + DEBEZIUM_FLOW)
+
+
 def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf") -> Settings:
     conf = root / folder
     (conf / "pipelines").mkdir(parents=True)
@@ -91,6 +120,22 @@ def line(change: Change) -> str:
     return json.dumps(row)
 
 
+def debezium_event(rng: random.Random, change: Change) -> str:
+    """A change as a Debezium event: an update's or a snapshot's `after`, a delete's `before`."""
+    if change.delete:
+        event: dict[str, Any] = {"op": "d", "before": {"id": change.key[0]}, "after": None}
+    else:
+        op = rng.choice("cur")
+        after = {"id": change.key[0], **change.row()}
+        event = {"op": op, "before": {"id": change.key[0], "name": "was"} if op == "u" else None,
+                 "after": after}
+    event.update(source={"connector": "postgresql", "lsn": change.sequence[0], "ts_ms": 1},
+                 ts_ms=2)
+    if rng.random() < 0.3:
+        event = {"schema": {"type": "struct", "optional": False}, "payload": event}
+    return json.dumps(event)
+
+
 def table(spark: SparkSession, settings: Settings, name: str) -> list[Any]:
     return spark.read.format("delta").load(f"{settings.paths.lakehouse}/silver/{name}").collect()
 
@@ -104,7 +149,7 @@ def history_versions(spark: SparkSession, settings: Settings) -> set[Version]:
 def test_random_histories_in_random_batches_give_the_model_tables(
         spark: SparkSession, tmp_path: Path) -> None:
     rng = random.Random(7)
-    settings = change_settings(tmp_path)
+    settings = change_settings(tmp_path, WITH_DEBEZIUM)
     changes = history(rng, keys=25, count=240)
     broken = ['{"seq": 5, "op": "u", "name": "NoKey"}', '{"id": "c1", "op": "u"}',
               '{"id": "c2", "seq": 9}', 'not json']
@@ -113,17 +158,25 @@ def test_random_histories_in_random_batches_give_the_model_tables(
     files = [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
     files[2] = files[2] + broken
     runs = sorted(rng.sample(range(1, len(files)), 2))
-    folder = Path(settings.paths.landing) / "customer_changes"
+    events = [[debezium_event(rng, c) for c in changes[a:b]]
+              for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    events[4] = events[4] + ['{"op": "t", "source": {"lsn": 7}}', '{"op": "u", "after": {"id": "c3"}}',
+                             '{"op": "c", "source": {"lsn": 8}, "after": {"name": "NoKey"}}']
+    folder, cdc = (Path(settings.paths.landing) / name for name in ("customer_changes", "customer_cdc"))
     folder.mkdir(parents=True)
+    cdc.mkdir()
     for a, b in zip([0, *runs], [*runs, len(files)], strict=True):
         for index in range(a, b):
             (folder / f"part-{index:03d}.json").write_text("\n".join(files[index]) + "\n")
+            (cdc / f"part-{index:03d}.json").write_text("\n".join(events[index]) + "\n")
         landed = changes[:[*cuts, len(lines)][b - 1]]
         run_pipeline(spark, dataclasses.replace(settings, streaming=dataclasses.replace(
             settings.streaming, max_files_per_trigger=rng.randint(1, 3))), RunTarget.ALL, Trigger())
         latest = {(r["id"],): {"name": r["name"], "segment": r["segment"]}
                   for r in table(spark, settings, "customers")}
         assert latest == scd1(landed)
+        assert {(r["id"],): {"name": r["name"], "segment": r["segment"]}
+                for r in table(spark, settings, "customers_cdc")} == latest
         rows = table(spark, settings, "customers_history")
         versions = history_versions(spark, settings)
         assert versions == scd2(landed, tracked=["segment"])
@@ -133,6 +186,8 @@ def test_random_histories_in_random_batches_give_the_model_tables(
     quarantined = {tuple(r["reasons"]) for r in table(spark, settings, "customers_quarantine")}
     assert quarantined == {("missing_id",), ("missing_seq",), ("delete_when_unknown",),
                            ("invalid_json",)}
+    assert sorted(tuple(r["reasons"]) for r in table(spark, settings, "customers_cdc_quarantine")) == [
+        ("missing_id",), ("missing_lsn",), ("not_a_row_change",)]
 
 
 def test_a_changed_history_declaration_is_refused_and_a_full_refresh_rebuilds_it(

@@ -763,3 +763,62 @@ def test_a_json_number_that_is_not_whole_is_no_integer(spark: SparkSession, tmp_
         "tiny": (None, None, ["invalid_seats", "invalid_total"]),
         "big": (None, 6000000000, ["invalid_seats"]),  # out of INT's range, whole as a BIGINT
     }
+
+
+CUSTOMER_CDC = """
+sources:
+  cdc: {format: json_lines, path: cdc, bronze: {table: cdc}}
+silver:
+  customers:
+    input: bronze/cdc
+    parse: debezium
+    columns:
+      id: STRING
+      name: STRING
+      since: {type: DATE, source: account.since}
+      label: {type: STRING, expr: "concat(name, '@', __source_db)"}
+      op: {type: STRING, source: __op}
+      lsn: {type: BIGINT, source: __source_lsn}
+      at: {type: BIGINT, source: __ts_ms}
+    changes: {keys: id, sequence_by: lsn, delete_when: op = 'd'}
+"""
+
+
+def test_a_debezium_event_gives_the_row_it_carries_and_where_it_was_in_the_log(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An insert, an update and a snapshot's read carry the row in ``after``; a delete, in
+    ``before`` (here its key alone); ``__`` columns read the event; the JSON converter's envelope
+    with its schema is opened. A truncate or a message changes no row."""
+    parse = declared_parse(tmp_path, CUSTOMER_CDC)
+    source = {"connector": "postgresql", "db": "crm", "lsn": 24023128}
+
+    def event(op: str, before: dict | None, after: dict | None, lsn: int) -> dict:
+        return {"op": op, "before": before, "after": after, "source": {**source, "lsn": lsn},
+                "ts_ms": lsn + 1}
+
+    row = {"id": "c1", "name": "Ann", "account": {"since": "2024-03-01"}}
+    lines = [
+        event("c", None, row, 10),
+        {"schema": {"type": "struct"}, "payload": event("u", row, {**row, "name": "Bo"}, 11)},
+        event("r", None, {**row, "id": "c2"}, 12),
+        event("d", {"id": "c1"}, None, 13),
+        {"payload": "a field of the row's own", "op": "c", "after": {"id": "c3"},
+         "source": {"lsn": 14}},
+        {"op": "t", "source": {**source, "lsn": 15}, "ts_ms": 16},
+        {"op": "m", "source": {**source, "lsn": 16}, "message": {"prefix": "x"}},
+        {"before": None, "after": row, "source": source},
+    ]
+    rows = bronze(spark, *map(json.dumps, lines)).transform(parse).collect()
+    got = [(r["id"], r["name"], r["since"], r["label"], r["op"], r["lsn"], r["at"], list(r["reasons"]))
+           for r in rows]
+    since = datetime(2024, 3, 1).date()
+    assert got == [
+        ("c1", "Ann", since, "Ann@crm", "c", 10, 11, []),
+        ("c1", "Bo", since, "Bo@crm", "u", 11, 12, []),
+        ("c2", "Ann", since, "Ann@crm", "r", 12, 13, []),
+        ("c1", None, None, None, "d", 13, 14, []),
+        ("c3", None, None, None, "c", 14, None, []),
+        (None, None, None, None, "t", 15, 16, ["not_a_row_change"]),
+        (None, None, None, None, "m", 16, None, ["not_a_row_change"]),
+        ("c1", "Ann", since, "Ann@crm", None, 24023128, None, ["not_a_row_change"]),
+    ]

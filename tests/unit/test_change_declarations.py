@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from medallion.pipeline.errors import PipelineError
-from medallion.pipeline.kinds import OutputMode, TableRole
+from medallion.pipeline.kinds import OutputMode, ParseMode, TableRole, debezium_event_path
 from medallion.pipeline.load import load_pipelines
 from medallion.pipeline.spec import PipelineSpec
 from medallion.pipeline.validate import validate
@@ -103,3 +103,31 @@ def test_type_1_keeps_one_row_per_key(tmp_path: Path) -> None:
 def test_a_wrong_change_declaration_is_refused_naming_its_key(
         tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:
     _fails(tmp_path, change, key, words)
+
+
+@pytest.mark.parametrize(("field", "path"), [
+    ("__op", "$.op"), ("__ts_ms", "$.ts_ms"), ("__source_lsn", "$.source.lsn"),
+    ("__source_ts_ms", "$.source.ts_ms"), ("__transaction_id", "$.transaction.id"),
+    ("id", None), ("source", None), ("_op", None),
+])
+def test_a_debezium_column_reads_the_event_only_when_named_so(field: str, path: str | None) -> None:
+    assert debezium_event_path(field) == path
+
+
+def test_a_debezium_flow_reads_its_raw_text_and_names_its_events_that_change_no_row(
+        tmp_path: Path) -> None:
+    def debezium(tree: Tree) -> None:
+        silver = tree["silver"]["customers"]
+        silver.update(parse="debezium")
+        silver["columns"].update(lsn={"type": "BIGINT", "source": "__source_lsn"},
+                                 tx={"type": "INT", "source": "__transaction_total_order"},
+                                 op={"type": "STRING", "source": "__op"})
+
+    spec = _load(tmp_path, debezium)
+    silver = spec.silver[0]
+    assert silver.parse is ParseMode.DEBEZIUM
+    assert spec.table("silver/customers_quarantine").column_names[:2] == ("raw", "id")
+    assert silver.reasons()[:5] == ("invalid_utf8", "no_value", "invalid_json", "not_an_object",
+                                    "not_a_row_change")
+    _fails(tmp_path, lambda tree: (debezium(tree), tree["sources"]["changes"].update(
+        format="csv", header=["id", "lsn"])), "silver.customers.raw_column", "no text column 'raw'")

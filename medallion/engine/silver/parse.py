@@ -6,6 +6,11 @@ Parsing never fails a batch (Spark 4 runs in ANSI mode, so every conversion is a
   an invalid line (``invalid_json``; a null one, a Kafka tombstone, is ``no_value``) from valid
   JSON that is not an object (``not_an_object``), and the JSON type of every field: a text column
   needs a JSON string, a number column a JSON number;
+* ``parse: debezium``: as JSON, the text being a Debezium change event (inside the ``payload`` of
+  the JSON converter's envelope when it carries its ``schema``); a column is read from the row the
+  event carries (``after``, ``before`` for a delete), a ``__<field>`` column from the event
+  itself (``__op``, ``__source_lsn``); an event that changes no row (``op`` other than c, u, d,
+  r: a truncate, a message) is ``not_a_row_change``;
 * ``parse: columns``: the input's columns are the raw fields (CSV text, Parquet typed values); a
   line the CSV reader could not split (``_corrupt_record``) is ``malformed_record``.
 
@@ -25,13 +30,17 @@ from pyspark.sql.types import CharType, StringType, VarcharType
 
 from medallion.pipeline.kinds import (
     CORRUPT_RECORD,
+    DEBEZIUM_DELETE,
+    DEBEZIUM_OPERATIONS,
     INVALID_JSON,
     INVALID_UTF8,
     ISO_8601_WITH_ZONE,
     MALFORMED_RECORD,
     NO_VALUE,
+    NOT_A_ROW_CHANGE,
     NOT_AN_OBJECT,
     ParseMode,
+    debezium_event_path,
     invalid_reason,
     missing_reason,
 )
@@ -53,7 +62,10 @@ _NUMERIC_JSON = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL.*)$"
 RECORD = "_record"  # the input row as it arrived, a struct, until the quarantine takes it
 
 
-_DOC = "_doc"  # JSON: the parsed document (a VARIANT)
+_DOC = "_doc"  # JSON: the parsed document (a VARIANT); Debezium: the change event
+
+
+_ROW = "_row"  # Debezium: the row the event carries (a VARIANT)
 
 
 REASONS = "reasons"
@@ -89,7 +101,7 @@ def _some_field_absent_column(name: str) -> str:
 
 def record_fields(silver: SilverSpec, input_table: TableDecl) -> tuple[str, ...]:
     """The input columns that are the raw record (what a quarantine row keeps as it arrived)."""
-    if silver.parse is ParseMode.JSON:
+    if silver.parse.reads_json:
         return (silver.raw_column,)
     return tuple(name for name in input_table.column_names if name not in silver.keep)
 
@@ -141,6 +153,30 @@ def _json_type_fits(kind: SqlType, json_type: Column) -> Column | None:
     if kind.name == "BOOLEAN":
         return json_type == "BOOLEAN"
     return None
+
+
+def _field_of(silver: SilverSpec, field_name: str) -> tuple[str, str]:
+    """The staged document a JSON field is read from, and its path there."""
+    if silver.parse is ParseMode.DEBEZIUM:
+        event_path = debezium_event_path(field_name)
+        return (_DOC, event_path) if event_path is not None else (_ROW, f"$.{field_name}")
+    return _DOC, f"$.{field_name}"
+
+
+def _debezium_event(doc: Column) -> Column:
+    """The change event of a Debezium record: the document, or its ``payload`` when the JSON
+    converter wrapped it with its ``schema``."""
+    payload = F.try_variant_get(doc, "$.payload", "variant")
+    wrapped = (F.try_variant_get(doc, "$.schema", "variant").isNotNull() & payload.isNotNull()
+               & F.schema_of_variant(payload).startswith("OBJECT"))
+    return F.when(wrapped, payload).otherwise(doc)
+
+
+def _debezium_row(event: Column) -> Column:
+    """The row a change event carries: ``before`` for a delete, ``after`` otherwise."""
+    return F.when(F.try_variant_get(event, "$.op", "string") == DEBEZIUM_DELETE,
+                  F.try_variant_get(event, "$.before", "variant")
+                  ).otherwise(F.try_variant_get(event, "$.after", "variant"))
 
 
 def _json_field(column: ColumnSpec) -> tuple[Column, Column]:
@@ -238,7 +274,7 @@ def _column_value(silver: SilverSpec, column: ColumnSpec, input_types: Mapping[s
         value = exact_only(result.try_cast(str(column.type)), result, column.type
                            ) if typed_result else _from_text(result.try_cast("string"), column)
         return value, result.isNull() & F.col(_some_field_absent_column(column.name))
-    if silver.parse is ParseMode.JSON:
+    if silver.parse.reads_json:
         return _json_field(column)
     path = _raw_path(column.field_name, input_types)
     raw = _path((RECORD, *path))
@@ -307,7 +343,7 @@ def _doc_is_object(silver: SilverSpec) -> Column:
 def parse_record(silver: SilverSpec, input_table: TableDecl) -> Transform:
     """Bronze rows as typed columns, kept columns, the record, and ``reasons``."""
     input_types = {f.name: f.type for f in input_table.fields}
-    json = silver.parse is ParseMode.JSON
+    json, debezium = silver.parse.reads_json, silver.parse is ParseMode.DEBEZIUM
     expr_fields = list(dict.fromkeys(
         name for c in silver.columns if c.expr is not None for name in referenced_columns(c.expr)))
 
@@ -319,34 +355,37 @@ def parse_record(silver: SilverSpec, input_table: TableDecl) -> Transform:
         record = F.struct(*[F.col(f"`{c}`") for c in bronze.columns]).alias(RECORD)
         staged = [record]
         if json:
-            staged.append(F.try_parse_json(F.col(silver.raw_column)).alias(_DOC))
+            doc = F.try_parse_json(F.col(silver.raw_column))
+            staged.append((_debezium_event(doc) if debezium else doc).alias(_DOC))
         rows = bronze.select(*staged)
+        if debezium:
+            rows = rows.select("*", _debezium_row(F.col(_DOC)).alias(_ROW))
+        documents = [_DOC, _ROW] if debezium else [_DOC] if json else []
         if any(c.expr is not None for c in silver.columns):
             # Expressions see each raw field as its value as text (null when absent).
             if json:
-                fields = [F.try_variant_get(F.col(_DOC), f"$.{name}", "string").alias(name)
-                          for name in expr_fields]
+                fields = [F.try_variant_get(F.col(where), path, "string").alias(name)
+                          for name in expr_fields for where, path in [_field_of(silver, name)]]
             else:
                 fields = [F.col(f"`{RECORD}`.`{name}`").alias(name) for name in expr_fields]
             exprs = [F.expr(c.expr).alias(_value_column(c.name))
                      for c in silver.columns if c.expr is not None]
             some_absent = [_any_null(_read_fields(c.expr, None if json else input_types)).alias(
                 _some_field_absent_column(c.name)) for c in silver.columns if c.expr is not None]
-            rows = rows.select("*", *fields).select(RECORD, *([_DOC] if json else []), *exprs,
-                                                    *some_absent)
+            rows = rows.select("*", *fields).select(RECORD, *documents, *exprs, *some_absent)
         # Each step is a projection of its own, so that Spark computes every staged value once
         # per row: written as one expression, each field's value, type and absence were repeated
         # inside every condition that reads them (63 variant lookups for the 5 fields of
         # `events`), and the branches of a CASE are not shared by Spark's elimination of common
         # subexpressions.
-        carried = [RECORD, *([_DOC] if json else []),
+        carried = [RECORD, *documents,
                    *(name for c in silver.columns if c.expr is not None
                      for name in (_value_column(c.name), _some_field_absent_column(c.name)))]
         if json:
             read = [c for c in silver.columns if c.expr is None]
             rows = rows.select(*carried, *[
-                F.try_variant_get(F.col(_DOC), "$." + c.field_name, "variant").alias(
-                    _field_column(c.name)) for c in read])
+                F.try_variant_get(F.col(where), path, "variant").alias(_field_column(c.name))
+                for c in read for where, path in [_field_of(silver, c.field_name)]])
             rows = rows.select("*", *[F.schema_of_variant(F.col(_field_column(c.name))).alias(
                 _type_column(c.name)) for c in read])
         # An expression's result that is not text (a number, a boolean) converts as a typed raw
@@ -377,14 +416,18 @@ def parse_record(silver: SilverSpec, input_table: TableDecl) -> Transform:
             listed.append(F.col(_fault_column(column.name)))
             listed += [F.when(~F.expr(rule.predicate), F.lit(rule.name)) for rule in column.rules]
         listed += [F.when(~F.expr(rule.predicate), F.lit(rule.name)) for rule in silver.rules]
-        reasons = F.array_distinct(F.array_compact(F.array(*listed)))
+        reasons = listed_reasons = F.array_distinct(F.array_compact(F.array(*listed)))
         if json:
             doc = F.col(_DOC)
             reasons = (F.when(F.col(f"`{RECORD}`.`{silver.raw_column}`").isNull(),
                               F.array(F.lit(NO_VALUE)))
                        .when(doc.isNull(), F.array(F.lit(INVALID_JSON)))
-                       .when(~_doc_is_object(silver), F.array(F.lit(NOT_AN_OBJECT)))
-                       .otherwise(reasons))
+                       .when(~_doc_is_object(silver), F.array(F.lit(NOT_AN_OBJECT))))
+            if debezium:
+                operation = F.try_variant_get(doc, "$.op", "string")
+                reasons = reasons.when(~F.coalesce(operation.isin(*DEBEZIUM_OPERATIONS),
+                                                   F.lit(False)), F.array(F.lit(NOT_A_ROW_CHANGE)))
+            reasons = reasons.otherwise(listed_reasons)
         elif CORRUPT_RECORD in input_types:
             reasons = F.when(F.col(f"{RECORD}.{CORRUPT_RECORD}").isNotNull(),
                              F.array(F.lit(MALFORMED_RECORD))).otherwise(reasons)
