@@ -12,7 +12,7 @@ export MEDALLION_LAKEHOUSE ?= $(CURDIR)/$(DATA)/lakehouse
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing bench-gold clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo airflow-venv s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
+.PHONY: help setup run test soak test-unit lint bench bench-sql bench-quality bench-listing bench-changes bench-gold clean sql thrift-up thrift-down kafka-jars kafka-up kafka-down kafka-demo airflow-venv s3proxy s3-server infra-plan infra-apply wheel maven chromium report report-check
 KAFKA_DATA ?= $(CURDIR)/$(DATA)/kafka
 KAFKA_PORT ?= 9092
 
@@ -75,6 +75,9 @@ bench-sql: setup ## five analyst queries as whole medallion sql processes, fast 
 
 bench-quality: setup ## silver with and without the quality gate on 1M events (EVENTS=100000 for a quick run)
 	$(BIN)/python -m tests.benchmarks.bench_quality --events $(or $(EVENTS),1000000)
+
+bench-changes: setup ## a change flow's increment on histories of 1M and 100k changes (CHANGES=100000 for a quick run)
+	$(BIN)/python -m tests.benchmarks.bench_changes --changes $(or $(CHANGES),1000000) --keys $(or $(KEYS),100000)
 
 bench-listing: setup s3proxy ## list 10,000 landing files, local and on S3, through Hadoop and by Python
 	$(BIN)/python -m tests.benchmarks.bench_listing --files $(or $(FILES),10000)

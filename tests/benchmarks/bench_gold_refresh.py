@@ -89,7 +89,7 @@ def silver_only(root: str) -> None:
     spark.stop()
 
 
-def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds of ``command`` in a process of its own, and the 1-minute load average at its
     start."""
     load = os.getloadavg()[0]
@@ -153,7 +153,7 @@ def main() -> int:
                         "--batch-gold-of", root] if name == "batch" else
                        medallion(stateful_conf if name == "stateful" else recompute, root,
                                  f"{root}/lakehouse", "run", "gold"))
-            runs[name].append(_timed(command))
+            runs[name].append(timed(command))
             print(f"round {round_ + 1}, {name}: {runs[name][-1][0]:.1f} s "
                   f"(load {runs[name][-1][1]:.1f})", flush=True)
     # The increment: the next day's events through every layer. Each round runs it on a fresh
@@ -174,10 +174,10 @@ def main() -> int:
         for name in increments:
             lakehouse = f"{tmp}/increment-{round_}-{len(increments[name])}-{name.split()[0]}"
             if name == "recompute on an empty lakehouse":
-                increments[name].append(_timed(medallion(recompute, alone, lakehouse, "run", "all")))
+                increments[name].append(timed(medallion(recompute, alone, lakehouse, "run", "all")))
             else:
                 shutil.copytree(f"{tmp}/{name}-{last}/lakehouse", lakehouse)
-                increments[name].append(_timed(medallion(
+                increments[name].append(timed(medallion(
                     stateful_conf if name == "stateful" else recompute, tmp, lakehouse, "run",
                     "all")))
             layers[name].append(layer_seconds(lakehouse))
