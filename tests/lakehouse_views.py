@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
-from medallion.pipeline.kinds import TableRole
+from medallion.pipeline.kinds import INGESTED_AT, TableRole
 from medallion.project import Settings
 from tests.events_tables import (
     BRONZE_EVENTS,
@@ -56,9 +56,10 @@ def table_rows(path: str, columns: Sequence[str] = ()) -> Counter:
     return Counter(tuple(_hashable(v) for v in row.values()) for row in table.to_pylist())
 
 
-def snapshot(settings: Settings) -> dict[str, Counter]:
-    """Every table as a multiset of rows, without the columns that differ between runs
-    (ingestion times, which file a duplicate's kept copy came from)."""
+def snapshot(settings: Settings, also: tuple[str, ...] = ()) -> dict[str, Counter]:
+    """Every table of events, and of the pipelines named in `also`, as a multiset of rows,
+    without the columns that differ between runs (ingestion times, which file a duplicate's
+    kept copy came from)."""
     tables: dict[str, tuple[TableSpec, tuple[str, ...]]] = {
         "bronze/events": (BRONZE_EVENTS, ("raw", "source_file")),
         "silver/events": (SILVER_EVENTS, ("event_id", "user_id", "event_type", "timestamp",
@@ -73,6 +74,12 @@ def snapshot(settings: Settings) -> dict[str, Counter]:
     for decl in settings.pipeline("events").tables():  # gold tables a test declared besides
         if decl.role is TableRole.GOLD and decl.key not in tables:
             tables[decl.key] = (TableSpec.from_decl(decl), ())
+    for name in also:  # the tables made of each pipeline named: every column but the times
+        for decl in settings.pipeline(name).tables():  # rows were ingested at
+            spec = TableSpec.from_decl(decl)
+            if DeltaTable.is_deltatable(spec.path(settings)):
+                tables[decl.key] = (spec, tuple(column for column in decl.column_names
+                                                if column != INGESTED_AT))
     normal = {name: table_rows(spec.path(settings), columns)
               for name, (spec, columns) in tables.items()}
     metrics = table_rows(SILVER_BATCH_METRICS.path(settings), ("duplicates_removed",))

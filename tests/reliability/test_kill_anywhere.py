@@ -1,11 +1,12 @@
 """Kill anywhere: `medallion run all` SIGKILLed at random instants drawn over the whole run (JVM
 start-up, table creation and the first commits included), on a new lakehouse and on one with
 history, then run to the end: the tables equal those of uninterrupted runs over the same input.
-On the lakehouse with history, three more kills land at planned points first: mid-batch in
-bronze, in silver and in gold (the recomputed copy of the sessions; the pipeline also keeps a
+On the lakehouse with history, four more kills land at planned points first: mid-batch in
+bronze, in silver, in a change flow (SCD type 2, of a second pipeline that keeps a change feed
+as type 1 and 2) and in gold (the recomputed copy of the sessions; the pipeline also keeps a
 stateful copy of the tumbling table, so both kinds of gold table are killed in).
 
-``make test`` runs one sample (5 kills: 3 planned, 2 at random; one seed). ``make soak``
+``make test`` runs one sample (6 kills: 4 planned, 2 at random; one seed). ``make soak``
 runs the long one: ``MEDALLION_SOAK_SEEDS`` (comma-separated) and ``MEDALLION_SOAK_KILLS`` (random
 kills per phase and seed); it prints where the kills landed.
 """
@@ -31,6 +32,8 @@ from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
+from tests.change_feeds import PIPELINE as CHANGE_FLOWS
+from tests.change_feeds import history, line
 from tests.lakehouse_views import snapshot
 from tests.reliability.test_crash_recovery import (
     KILL_POINTS,
@@ -56,10 +59,16 @@ JVM_START_SECONDS = 5.0
 EXTRA_GOLD = {"event_counts_stateful": ("event_counts_5m", {"refresh": "stateful"}),
               "sessions_recomputed": ("user_sessions", {"refresh": "recompute", "mode": "update"})}
 POINTS = (*KILL_POINTS[:2], ("gold/sessions_recomputed", 0.0))
+# The change flow's, in a run of its pipeline alone (in a run of all, silver/events' planned kill
+# would find the flow done, or the flow's would find silver/events done).
+CHANGE_POINT = (("silver/customers_history", 1.0),)
+ALSO = ("customers",)  # the pipelines compared besides events
 
 
 def with_extra_gold_tables(conf: Path) -> Path:
-    """``conf`` whose events pipeline also keeps the tables of :data:`EXTRA_GOLD`."""
+    """``conf`` whose events pipeline also keeps the tables of :data:`EXTRA_GOLD`, beside a
+    pipeline of change flows (:data:`tests.change_feeds.PIPELINE`)."""
+    (conf / "pipelines" / "customers.yaml").write_text(CHANGE_FLOWS, encoding="utf-8")
     events = conf / "pipelines" / "events.yaml"
     tree = yaml.safe_load(events.read_text(encoding="utf-8"))
     for name, (like, changed) in EXTRA_GOLD.items():
@@ -73,6 +82,11 @@ def _burst(landing: Path, name: str, seed: int) -> None:
     # give the planned kills a batch after the first to land in.
     generate_landing(landing, GenerateSpec(events=200, files=2, users=20, burst=name,
                                            seconds_between_events=3, seed=seed))
+    changes = [line(change) for change in history(random.Random(seed), keys=15, count=80)]
+    (landing / "customer_changes").mkdir(exist_ok=True)
+    for part, start in enumerate(range(0, len(changes), len(changes) // 2)):
+        (landing / "customer_changes" / f"{name}-{part}.json").write_text(
+            "\n".join(changes[start:start + len(changes) // 2]) + "\n", encoding="utf-8")
 
 
 def failure(log: Path) -> str:
@@ -186,10 +200,12 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
             run_pipeline(spark, clean, RunTarget.ALL, Trigger())  # the uninterrupted run of this burst
             horizon = time.monotonic() - started + JVM_START_SECONDS
             if phase == 1 and seed == SEEDS[0]:  # planned points, where the history is
+                checkpoints = crashed_lakehouse / "_checkpoints"
                 landed.update(planned_kills(conf, landing, crashed_lakehouse,
-                                             tmp_path / "planned.log",
-                                             Path(crashed.paths.lakehouse) / "_checkpoints",
-                                             POINTS))
+                                             tmp_path / "planned.log", checkpoints, CHANGE_POINT,
+                                             "--pipeline", "customers"))
+                landed.update(planned_kills(conf, landing, crashed_lakehouse,
+                                             tmp_path / "planned.log", checkpoints, POINTS))
                 # each layer's monitoring rows are written when the layer ends: the runs killed
                 # in silver and in gold left the record of the batches they completed
                 recorded = {row[0] for row in spark.read.format("delta")
@@ -201,12 +217,12 @@ def test_sigkill_at_random_instants_then_a_clean_finish_equals_uninterrupted_run
                 finish(conf, landing, crashed_lakehouse, tmp_path / f"{burst}-final.log")
             else:
                 finish_here(spark, crashed)
-            expected, actual = snapshot(clean), snapshot(crashed)
+            expected, actual = snapshot(clean, ALSO), snapshot(crashed, ALSO)
             for table in expected:
                 assert actual[table] == expected[table], f"{table} differs after kills ({burst})"
     print(f"\nseed {seed}: {sum(landed.values())} kills landed in: "
           + ", ".join(f"{stage} {n}" for stage, n in sorted(landed.items())))
-    planned = len(KILL_POINTS) if seed == SEEDS[0] else 0
+    planned = len(POINTS) + len(CHANGE_POINT) if seed == SEEDS[0] else 0
     assert sum(landed.values()) == 2 * KILLS_PER_PHASE + planned, landed  # every kill hit a run
     # A killed JVM cannot remove its scratch folder. It must stay small: a local session that
     # copied its jars there (Spark's way with spark.jars) left 600 MB per kill and filled disks.

@@ -1,0 +1,112 @@
+"""A change feed for the tests: a pipeline of change flows over it (SCD type 1 and 2, and the same
+changes as Debezium events), random change histories, and their lines as they land."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from tests.reference_cdc import Change
+
+PIPELINE = """\
+description: Customers from a change feed, latest and with history.
+sources:
+  customer_changes:
+    format: json_lines
+    path: customer_changes
+    bronze:
+      table: customer_changes
+silver:
+  customers:
+    input: bronze/customer_changes
+    parse: json
+    columns: &columns
+      id: {type: STRING, trim: true}
+      seq: BIGINT
+      op: STRING
+      name: STRING
+      segment: STRING
+    changes:
+      keys: id
+      sequence_by: seq
+      delete_when: op = 'd'
+  customers_history:
+    input: bronze/customer_changes
+    parse: json
+    columns: *columns
+    changes:
+      keys: id
+      sequence_by: seq
+      delete_when: op = 'd'
+      scd: 2
+      track_history_columns: [segment]
+"""
+
+
+# The same changes as a Debezium connector publishes them: an event per change with the row
+# before and after it (a delete's `before` holds only the key, as a table's default replica
+# identity gives), the position in the database's log in `source`; some inside the JSON
+# converter's envelope with its schema.
+DEBEZIUM = """\
+  customer_cdc:
+    format: json_lines
+    path: customer_cdc
+    bronze:
+      table: customer_cdc
+"""
+DEBEZIUM_FLOW = """\
+  customers_cdc:
+    input: bronze/customer_cdc
+    parse: debezium
+    columns:
+      id: STRING
+      name: STRING
+      segment: STRING
+      op: {type: STRING, source: __op}
+      lsn: {type: BIGINT, source: __source_lsn}
+    changes:
+      keys: id
+      sequence_by: lsn
+      delete_when: op = 'd'
+"""
+WITH_DEBEZIUM = PIPELINE.replace("\nsilver:\n", "\n" + DEBEZIUM + "silver:\n" + DEBEZIUM_FLOW)
+
+
+def history(rng: random.Random, keys: int, count: int) -> list[Change]:
+    """Inserts, updates and deletes of ``keys`` keys in random sequence order, one in eight
+    re-delivered (some with other values), so that many arrive after a later change."""
+    made: list[Change] = []
+    for _ in range(count):
+        delete = rng.random() < 0.15
+        values = () if delete else (("name", rng.choice(["Ann", "Bo", None])),
+                                    ("segment", rng.choice(["s", "g", "b"])))
+        made.append(Change((f"c{rng.randrange(keys)}",), (rng.randrange(1000),), delete, values))
+    for change in rng.sample(made, count // 8):
+        if rng.random() < 0.3 and not change.delete:
+            change = Change(change.key, change.sequence, False, (("name", "Cy"), ("segment", "s")))
+        made.append(change)
+    rng.shuffle(made)
+    return made
+
+
+def line(change: Change) -> str:
+    row: dict[str, Any] = {"id": change.key[0], "seq": change.sequence[0],
+                           "op": "d" if change.delete else "u", **change.row()}
+    return json.dumps(row)
+
+
+def debezium_event(rng: random.Random, change: Change) -> str:
+    """A change as a Debezium event: an update's or a snapshot's `after`, a delete's `before`."""
+    if change.delete:
+        event: dict[str, Any] = {"op": "d", "before": {"id": change.key[0]}, "after": None}
+    else:
+        op = rng.choice("cur")
+        after = {"id": change.key[0], **change.row()}
+        event = {"op": op, "before": {"id": change.key[0], "name": "was"} if op == "u" else None,
+                 "after": after}
+    event.update(source={"connector": "postgresql", "lsn": change.sequence[0], "ts_ms": 1},
+                 ts_ms=2)
+    if rng.random() < 0.3:
+        event = {"schema": {"type": "struct", "optional": False}, "payload": event}
+    return json.dumps(event)
