@@ -72,6 +72,39 @@ DEBEZIUM_FLOW = """\
 """
 WITH_DEBEZIUM = PIPELINE.replace("\nsilver:\n", "\n" + DEBEZIUM + "silver:\n" + DEBEZIUM_FLOW)
 
+# Orders enriched from a history of customers (SCD type 2, sequenced by a time): with the
+# version valid when ordered, and with the current one.
+SHOP = """\
+description: Orders enriched with the customer's segment when ordered and now.
+sources:
+  customer_changes: {format: json_lines, path: customer_changes, bronze: {table: customer_changes}}
+  orders: {format: json_lines, path: orders, bronze: {table: orders}}
+dimensions:
+  customer_then: {table: silver/customers_history}
+  customer_now: {table: silver/customers_history}
+silver:
+  orders:
+    input: bronze/orders
+    parse: json
+    columns: {order_id: STRING, customer_id: STRING, ordered_at: TIMESTAMP}
+    dedup: {key: order_id}
+    enrich:
+      customer_then:
+        join: {customer_id: id}
+        as_of: ordered_at
+        columns: {segment_then: segment}
+        defaults: {segment_then: unknown}
+      customer_now:
+        join: {customer_id: id}
+        columns: {segment_now: segment}
+        defaults: {segment_now: unknown}
+  customers_history:
+    input: bronze/customer_changes
+    parse: json
+    columns: {id: STRING, changed_at: TIMESTAMP, op: STRING, segment: STRING}
+    changes: {keys: id, sequence_by: changed_at, delete_when: op = 'd', scd: 2}
+"""
+
 
 def history(rng: random.Random, keys: int, count: int) -> list[Change]:
     """Inserts, updates and deletes of ``keys`` keys in random sequence order, one in eight

@@ -19,7 +19,7 @@ from medallion.engine.gold.job import gold_waves, start_gold
 from medallion.engine.live import BatchCallback
 from medallion.engine.monitoring import ProgressCollector, install, uninstall
 from medallion.engine.publish import start_publish
-from medallion.engine.silver.job import start_silver
+from medallion.engine.silver.job import silver_waves, start_silver
 from medallion.engine.streaming import (
     JobError,
     RunningQuery,
@@ -138,12 +138,17 @@ def _gated_layers(settings: Settings, layer: RunTarget) -> bool:
 
 
 def _stages(layer: RunTarget, settings: Settings) -> list[Starter]:
-    """The steps of a layer run to completion, each drained before the next starts: gold's
-    waves (:func:`gold_waves`, a gold table read by another one first), one step otherwise."""
+    """The steps of a layer run to completion, each drained before the next starts: silver's
+    and gold's waves (:func:`silver_waves`, a change flow's table a dimension is kept from first;
+    :func:`gold_waves`, a gold table read by another one first), one step otherwise."""
+    if layer is RunTarget.SILVER:
+        silver = silver_waves(settings)
+        if len(silver) > 1:
+            return [partial(start_silver, flows=wave) for wave in silver]
     if layer is RunTarget.GOLD:
-        waves = gold_waves(settings)
-        if len(waves) > 1:
-            return [partial(start_gold, flows=wave) for wave in waves]
+        gold = gold_waves(settings)
+        if len(gold) > 1:
+            return [partial(start_gold, flows=wave) for wave in gold]
     return [STARTERS[layer]]
 
 

@@ -136,6 +136,13 @@ def _flows(spec: PipelineSpec) -> list[Flow]:
                           declared_at=f"sources.{source.name}.bronze.table"))
     dimensions = {d.name: d for d in spec.dimensions}
     sources = {s.name: s for s in spec.sources}
+    changed = [s.key for s in spec.silver if s.changes is not None]
+    for kept in spec.dimensions:
+        if kept.table is not None and kept.table not in changed:
+            where = f"dimensions.{kept.name}.table"
+            raise PipelineError(where, spec.source_of(where),
+                                f"{kept.table} is not a silver table kept by a change flow "
+                                f"(those: {', '.join(changed) or 'none'})")
     for silver in spec.silver:
         inputs = [FlowInput(silver.input, InputRole.STREAM, spec.alternatives_of(silver.input),
                             declared_at=f"silver.{silver.name}.input")]
@@ -146,14 +153,13 @@ def _flows(spec: PipelineSpec) -> list[Flow]:
                 raise PipelineError(key, spec.source_of(key),
                                     f"no dimension {enrichment.dimension!r} "
                                     f"(dimensions: {', '.join(dimensions) or 'none'})")
-            landed = sources.get(dimension.source)
-            if landed is None:
+            if dimension.table is None and dimension.source not in sources:
                 where = f"dimensions.{dimension.name}.source"
                 raise PipelineError(where, spec.source_of(where),
                                     f"no source {dimension.source!r} (sources: {', '.join(sources)})")
-            inputs.append(FlowInput(landed.bronze_key, InputRole.LOOKUP,
-                                    spec.alternatives_of(landed.bronze_key), via=dimension.name,
-                                    declared_at=key))
+            looked_up = spec.dimension_input(dimension)
+            inputs.append(FlowInput(looked_up, InputRole.LOOKUP, spec.alternatives_of(looked_up),
+                                    via=dimension.name, declared_at=key))
         applied = (silver.changes_key,) if silver.changes is not None else ()
         flows.append(Flow(f"cleanse:{silver.name}", FlowKind.CLEANSE,
                           (silver.key, silver.quarantine_key, *applied),

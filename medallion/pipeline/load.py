@@ -78,7 +78,7 @@ _DEFAULT_GLOB = {SourceFormat.JSON_LINES: "*.json", SourceFormat.CSV: "*.csv",
 _TOP_KEYS = set(schema.TOP)
 _SOURCE_KEYS = set(schema.SOURCE)
 _BRONZE_KEYS = set(schema.BRONZE)
-_DIMENSION_KEYS = set(schema.DIMENSION)
+_DIMENSION_KEYS = set(schema.DIMENSION) | set(schema.DIMENSION_TABLE)
 _SILVER_KEYS = set(schema.SILVER)
 _COLUMN_KEYS = set(schema.COLUMN)
 _DEDUP_KEYS = set(schema.DEDUP)
@@ -133,6 +133,7 @@ def parse_pipeline(name: str, tree: Mapping[str, Any], origins: Origins, file: s
     sources = tuple(_source(reader, n, v) for n, v in reader.entries(tree, "sources").items())
     dimensions = tuple(_dimension(reader, n, v) for n, v in reader.entries(tree, "dimensions").items())
     silver = tuple(_silver(reader, n, v) for n, v in reader.entries(tree, "silver").items())
+    dimensions = tuple(_keyed_by_changes(d, silver) for d in dimensions)
     gold = tuple(_gold(reader, n, v, silver) for n, v in reader.entries(tree, "gold").items())
     views = tuple(_view(reader, str(n), v) for n, v in reader.mapping(tree, "views", "").items())
     return PipelineSpec(name=name, file=file, watermark=watermark, sources=sources,
@@ -214,6 +215,14 @@ def _view(reader: DeclarationReader, name: str, value: Any) -> ViewSpec:
 def _dimension(reader: DeclarationReader, name: str, value: Any) -> DimensionSpec:
     key = f"dimensions.{name}"
     section = reader.mapping({name: value}, name, "dimensions", _DIMENSION_KEYS, required=True)
+    if "table" in section:
+        mixed = sorted(set(section) & set(schema.DIMENSION))
+        if mixed:
+            raise reader.error(f"{key}.{mixed[0]}", "a dimension kept from a table takes its key "
+                                                    "and columns from the table's change flow: "
+                                                    "declare either table or source, not both")
+        table = reader.text(section, "table", prefix=key).replace(".", "/", 1)
+        return DimensionSpec(name=name, source=None, key=(), columns=(), table=table)
     return DimensionSpec(
         name=name,
         source=reader.text(section, "source", prefix=key),
@@ -223,6 +232,15 @@ def _dimension(reader: DeclarationReader, name: str, value: Any) -> DimensionSpe
         where=reader.optional_text(section, "where", key),
         trim=reader.boolean(section, "trim", True, key),
     )
+
+
+def _keyed_by_changes(dimension: DimensionSpec, silver: tuple[SilverSpec, ...]) -> DimensionSpec:
+    """A dimension kept from a change flow's table, keyed by that flow's keys (validation refuses
+    a table that is not one)."""
+    flow = next((s for s in silver if s.key == dimension.table), None)
+    if flow is None or flow.changes is None:
+        return dimension
+    return replace(dimension, key=flow.changes.keys)
 
 
 def _rules(reader: DeclarationReader, section: Mapping[str, Any], prefix: str,
@@ -297,7 +315,8 @@ def _silver(reader: DeclarationReader, name: str, value: Any) -> SilverSpec:
                 raise reader.error(f"{entry_key}.defaults.{column}", f"must be a value, got {default!r}")
         taken, renamed = _enrich_columns(reader, spec, entry_key)
         enrichments.append(EnrichmentSpec(dimension=dimension, join=tuple(pairs), columns=taken,
-                                          defaults=dict(defaults), renamed=renamed))
+                                          defaults=dict(defaults), renamed=renamed,
+                                          as_of=reader.optional_text(spec, "as_of", entry_key)))
     watermark = reader.duration(section, "watermark", prefix=key) if section.get("watermark") else None
     return SilverSpec(
         name=name,

@@ -246,6 +246,7 @@ class EnrichmentSpec:
     columns: tuple[str, ...]  # as the table names them
     defaults: Mapping[str, Any] = field(default_factory=dict)  # by the table's names
     renamed: Mapping[str, str] = field(default_factory=dict)  # table's name -> dimension's column
+    as_of: str | None = None  # a TIMESTAMP column: the version valid at its time (SCD type 2)
 
     def source_of(self, column: str) -> str:
         """The dimension's column that the table's ``column`` takes."""
@@ -254,16 +255,19 @@ class EnrichmentSpec:
 
 @dataclass(frozen=True)
 class DimensionSpec:
-    """A lookup kept from a source's bronze table: its latest row per key.
+    """A lookup kept from a source's bronze table: its latest row per key; or a silver ``table``
+    kept by a change flow, its rows as they stand (SCD type 2: each key's versions).
 
-    Rows with a null or blank key, or failing ``where``, are left out; of the rest, the first by
-    ``latest_by`` (each descending) wins. ``trim``: keys are compared after trimming.
+    From a source: rows with a null or blank key, or failing ``where``, are left out; of the rest,
+    the first by ``latest_by`` (each descending) wins. ``trim``: keys are compared after trimming.
+    From a table: ``key`` is its change flow's keys, and any of its columns can be taken.
     """
 
     name: str
-    source: str
+    source: str | None
     key: tuple[str, ...]
     columns: tuple[str, ...]
+    table: str | None = None  # silver/<name>, a change flow's table
     latest_by: tuple[str, ...] = (INGESTED_AT, SOURCE_FILE)
     where: str | None = None
     trim: bool = True

@@ -53,7 +53,8 @@ def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl
         defaults = ", ".join(f"{c} '{v}'" for c, v in enrichment.defaults.items())
         taken = ", ".join(name if name == enrichment.source_of(name) else
                           f"{name} = {enrichment.source_of(name)}" for name in enrichment.columns)
-        lines.append(f"enrich with {enrichment.dimension} on {pairs}: {taken}"
+        as_of = f" as of {enrichment.as_of}" if enrichment.as_of else ""
+        lines.append(f"enrich with {enrichment.dimension}{as_of} on {pairs}: {taken}"
                      + (f" (on a miss: {defaults})" if defaults else ""))
     read = by_key.get(silver.input)
     lines.append("quarantine reasons: "
@@ -110,6 +111,10 @@ def render_graph(spec: PipelineSpec, graph: PipelineGraph, tables: tuple[TableDe
     if spec.dimensions:
         lines.append("dimensions:")
         for dimension in spec.dimensions:
+            if dimension.table is not None:
+                lines.append(f"  {dimension.name}: the rows of {dimension.table} per "
+                             f"{', '.join(dimension.key)}")
+                continue
             source = next(s for s in spec.sources if s.name == dimension.source)
             where = f" where {dimension.where}" if dimension.where else ""
             trimmed = "trimmed " if dimension.trim else ""

@@ -78,6 +78,9 @@ DIMENSION: dict[str, Schema] = {
     "source": TEXT, "key": NAMES, "columns": NAMES, "latest_by": NAMES, "where": TEXT,
     "trim": FLAG,
 }
+DIMENSION_TABLE: dict[str, Schema] = {
+    "table": {**TEXT, "description": "silver/<name>: a table kept by a change flow"},
+}
 COLUMN: dict[str, Schema] = {
     "type": {**TEXT, "description": "a Spark SQL type"}, "source": TEXT, "expr": TEXT,
     "required": FLAG, "trim": FLAG, "format": TEXT, "zone": TEXT, "rules": mapping_of(TEXT),
@@ -93,6 +96,8 @@ ENRICH: dict[str, Schema] = {
     "columns": {"anyOf": [NAMES, mapping_of(TEXT)],
                 "description": "the dimension's columns, or {name_in_table: dimension_column}"},
     "defaults": mapping_of(SCALAR),
+    "as_of": {**TEXT, "description": "a TIMESTAMP column: the version of an SCD type 2 "
+                                     "dimension valid at its time"},
 }
 SILVER: dict[str, Schema] = {
     "input": TEXT, "parse": choice(ParseMode), "raw_column": TEXT,
@@ -125,7 +130,8 @@ VIEW: dict[str, Schema] = {"sql": TEXT, "comment": TEXT}
 TOP: dict[str, Schema] = {
     "description": TEXT, "watermark": DURATION,
     "sources": mapping_of(section(SOURCE, ("format", "bronze"))),
-    "dimensions": mapping_of(section(DIMENSION, ("source", "key", "columns"))),
+    "dimensions": mapping_of({"anyOf": [section(DIMENSION, ("source", "key", "columns")),
+                                          section(DIMENSION_TABLE, ("table",))]}),
     "silver": mapping_of(section(SILVER, ("input", "parse", "columns"))),
     "gold": mapping_of(section(GOLD, ("input", "mode"))),
     "views": mapping_of({"anyOf": [section(VIEW, ("sql",)),

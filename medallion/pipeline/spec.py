@@ -140,6 +140,13 @@ class PipelineSpec:
         """The dimension called ``name``."""
         return next(d for d in self.dimensions if d.name == name)
 
+    def dimension_input(self, dimension: DimensionSpec) -> str:
+        """The table a dimension is looked up in: its silver table, or its source's bronze table."""
+        if dimension.table is not None:
+            return dimension.table
+        assert dimension.source is not None
+        return self.source(dimension.source).bronze_key
+
     def watermark_of(self, gold: GoldSpec) -> str:
         """The lateness a gold table tolerates: its own, else its silver input's, else the pipeline's."""
         silver = next((s for s in self.silver if s.key == gold.input), None)
@@ -158,7 +165,11 @@ class PipelineSpec:
         Assumes a checked spec (:func:`medallion.pipeline.validate.validate`): references resolve.
         """
         found: dict[str, TableDecl] = {t.key: t for t in self.tables_of_sources()}
-        for silver in self.silver:
+        pending = list(self.silver)
+        while pending:  # a silver table a dimension is kept from before the tables it enriches
+            silver = next(s for s in pending if all(
+                self.dimension_input(self.dimension(e.dimension)) in found for e in s.enrichments))
+            pending.remove(silver)
             for decl in self.tables_of_silver(silver, found):
                 found[decl.key] = decl
         for gold in self.gold:
@@ -184,9 +195,9 @@ class PipelineSpec:
         """A silver table's columns: declared, then enrichments', then the kept input columns."""
         fields = [Field(c.name, c.type) for c in silver.columns]
         for enrichment in silver.enrichments:
-            bronze = known[self.source(self.dimension(enrichment.dimension).source).bronze_key]
+            looked_up = known[self.dimension_input(self.dimension(enrichment.dimension))]
             for name in enrichment.columns:
-                fields.append(Field(name, bronze.column_type(enrichment.source_of(name)) or STRING))
+                fields.append(Field(name, looked_up.column_type(enrichment.source_of(name)) or STRING))
         source = known[silver.input]
         fields += [Field(name, source.column_type(name) or STRING) for name in silver.keep]
         return tuple(fields)

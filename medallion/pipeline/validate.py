@@ -45,6 +45,7 @@ from medallion.pipeline.model import (
     VALID_TO,
     ChangesSpec,
     ColumnSpec,
+    EnrichmentSpec,
     Field,
     GoldSpec,
     SilverSpec,
@@ -289,6 +290,9 @@ def _check_dimensions(check: _Checker, spec: PipelineSpec) -> None:
     sources = {s.name: s for s in spec.sources}
     for dimension in spec.dimensions:
         key = f"dimensions.{dimension.name}"
+        if dimension.table is not None:
+            continue  # a change flow's table (the graph checks it)
+        assert dimension.source is not None
         source = sources.get(dimension.source)
         if source is None:
             raise check.fail(f"{key}.source", f"no source {dimension.source!r} "
@@ -303,6 +307,28 @@ def _check_dimensions(check: _Checker, spec: PipelineSpec) -> None:
             raise check.fail(f"{key}.columns", f"{', '.join(sorted(overlap))} is already the key")
         if dimension.where is not None:
             check.predicate(f"{key}.where", dimension.where, source.bronze_fields(), what)
+
+
+def _check_as_of(check: _Checker, spec: PipelineSpec, enrichment: EnrichmentSpec,
+                 declared: list[str], silver: SilverSpec, known: Mapping[str, TableDecl]) -> None:
+    """``enrich.<dim>.as_of``: a TIMESTAMP column of the table, compared with the validity of
+    the versions of an SCD type 2 dimension sequenced by one TIMESTAMP column."""
+    entry = f"silver.{silver.name}.enrich.{enrichment.dimension}.as_of"
+    assert enrichment.as_of is not None
+    check.columns_exist(entry, [enrichment.as_of], declared, f"the columns of {silver.key}")
+    kind = next(c.type for c in silver.columns if c.name == enrichment.as_of)
+    if not kind.is_timestamp:
+        raise check.fail(entry, f"{enrichment.as_of} is {kind}, not a TIMESTAMP")
+    dimension = spec.dimension(enrichment.dimension)
+    kept = next((s for s in spec.silver if s.key == dimension.table), None)
+    if kept is None or kept.changes is None or kept.changes.scd != 2:
+        raise check.fail(entry, f"dimension {dimension.name} keeps no history: as_of needs a "
+                                "dimension kept from a table with changes.scd: 2")
+    sequence = kept.changes.sequence_by
+    sequence_type = known[kept.key].column_type(sequence[0]) if len(sequence) == 1 else None
+    if sequence_type is None or not sequence_type.is_timestamp:
+        raise check.fail(entry, f"{kept.key}'s versions are sequenced by {', '.join(sequence)}, "
+                                "not by one TIMESTAMP column, so they have no time to be valid at")
 
 
 def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> list[str] | None:
@@ -401,9 +427,13 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
             raise check.fail(f"{entry}.join", f"must pair a column with each key of dimension "
                                             f"{dimension.name} ({', '.join(dimension.key)}), got "
                                             f"{', '.join(joined)}")
+        if enrichment.as_of is not None:
+            _check_as_of(check, spec, enrichment, declared, silver, known)
+        offered = (dimension.columns if dimension.table is None else
+                   [n for n in known[dimension.table].column_names if n not in dimension.key])
         check.columns_exist(f"{entry}.columns",
                             [enrichment.source_of(c) for c in enrichment.columns],
-                            dimension.columns, f"dimension {dimension.name}")
+                            offered, f"dimension {dimension.name}")
         check.columns_exist(f"{entry}.defaults", enrichment.defaults, enrichment.columns,
                             f"the columns taken from {dimension.name}")
         for name in enrichment.columns:

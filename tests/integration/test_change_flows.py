@@ -24,12 +24,13 @@ from tests.conf_support import REPO_CONF
 from tests.reference_cdc import Version, scd1, scd2
 
 
-def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf") -> Settings:
+def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf",
+                    pipeline_name: str = "customers") -> Settings:
     conf = root / folder
     (conf / "pipelines").mkdir(parents=True)
     for name in ("base.yaml", "local.yaml"):
         shutil.copy(REPO_CONF / name, conf / name)
-    (conf / "pipelines" / "customers.yaml").write_text(pipeline, encoding="utf-8")
+    (conf / "pipelines" / f"{pipeline_name}.yaml").write_text(pipeline, encoding="utf-8")
     return load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
                          lakehouse=str(root / "lakehouse"))
 

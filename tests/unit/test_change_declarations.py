@@ -3,19 +3,15 @@ before Spark starts, naming the key and the file (no JVM)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from medallion.pipeline.errors import PipelineError
 from medallion.pipeline.kinds import OutputMode, ParseMode, TableRole, debezium_event_path
-from medallion.pipeline.load import load_pipelines
-from medallion.pipeline.spec import PipelineSpec
-from medallion.pipeline.validate import validate
+from tests.pipeline_trees import load_tree, refused
 
 Tree = dict[str, Any]
 
@@ -31,22 +27,8 @@ TREE: Tree = {
 }
 
 
-def _load(tmp_path: Path, change: Callable[[Tree], None] | None = None) -> PipelineSpec:
-    tree = copy.deepcopy(TREE)
-    if change is not None:
-        change(tree)
-    (tmp_path / "pipelines").mkdir(exist_ok=True)
-    (tmp_path / "pipelines" / "crm.yaml").write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
-    (spec,) = load_pipelines(tmp_path, "local")
-    validate(spec)
-    return spec
-
-
-def _fails(tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:
-    with pytest.raises(PipelineError) as caught:
-        _load(tmp_path, change)
-    assert (caught.value.key, caught.value.source) == (key, str(tmp_path / "pipelines" / "crm.yaml"))
-    assert words in str(caught.value)
+_load = partial(load_tree, name="crm", tree=TREE)
+_fails = partial(refused, name="crm", tree=TREE)
 
 
 def _changes(tree: Tree) -> Tree:

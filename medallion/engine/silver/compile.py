@@ -26,6 +26,7 @@ from medallion.pipeline.model import (
     VALID_FROM,
     VALID_TO,
     DimensionSpec,
+    EnrichmentSpec,
     SilverSpec,
 )
 from medallion.pipeline.spec import PipelineSpec, TableDecl
@@ -268,6 +269,13 @@ def latest_rows(dimension: DimensionSpec) -> Transform:
     return transform
 
 
+def _keeps_history(pipeline: PipelineSpec, enrichment: EnrichmentSpec) -> bool:
+    """Whether an enrichment's dimension is a table of versions (a change flow's, SCD type 2)."""
+    table = pipeline.dimension(enrichment.dimension).table
+    kept = next((s for s in pipeline.silver if s.key == table), None)
+    return kept is not None and kept.changes is not None and kept.changes.scd == 2
+
+
 def _enrich(pipeline: PipelineSpec, silver: SilverSpec,
             table: TableDecl) -> Callable[[Mapping[str, DataFrame]], Transform]:
     def with_dimensions(dimensions: Mapping[str, DataFrame]) -> Transform:
@@ -275,11 +283,20 @@ def _enrich(pipeline: PipelineSpec, silver: SilverSpec,
             for number, enrichment in enumerate(silver.enrichments):
                 prefix = f"_dim{number}_"
                 dimension = dimensions[enrichment.dimension]
+                history = _keeps_history(pipeline, enrichment)
+                if history and enrichment.as_of is None:
+                    dimension = dimension.where(F.col(IS_CURRENT))
                 lookup = dimension.select(*[F.col(c).alias(prefix + c) for c in dimension.columns])
                 condition = None
                 for column, key in enrichment.join:
                     equal = rows[column] == lookup[prefix + key]
                     condition = equal if condition is None else condition & equal
+                if history and enrichment.as_of is not None:
+                    # the version valid at the row's time: from its start until the next one's
+                    at = rows[enrichment.as_of]
+                    assert condition is not None  # a dimension has a key
+                    condition = (condition & (lookup[prefix + VALID_FROM] <= at)
+                                 & (lookup[prefix + VALID_TO].isNull() | (at < lookup[prefix + VALID_TO])))
                 joined = rows.join(lookup, on=condition, how="left")
                 added = []
                 for name in enrichment.columns:

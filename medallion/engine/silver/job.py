@@ -12,7 +12,7 @@ batch's metrics row first, then the quarantine (marked appends, see
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
@@ -48,6 +48,8 @@ from medallion.io.sinks.evolution import keep_change_definition
 from medallion.io.sources.delta import newest_table_version, read_table, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, SILVER_BATCH_METRICS, TableSpec
 from medallion.pipeline.evolution import change_definition
+from medallion.pipeline.graph import stages
+from medallion.pipeline.kinds import Layer
 from medallion.pipeline.model import DELETED, DimensionSpec, ExpectationSpec, SilverSpec, TableDoc
 from medallion.pipeline.spec import PipelineSpec
 from medallion.project import Settings
@@ -84,12 +86,11 @@ def silver_flow(settings: Settings, pipeline: PipelineSpec, silver: SilverSpec) 
     input_decl = pipeline.table(input_key)
     dimensions = tuple(
         (pipeline.dimension(e.dimension),
-         TableSpec.from_decl(pipeline.table(pipeline.source(
-             pipeline.dimension(e.dimension).source).bronze_key)))
+         TableSpec.from_decl(pipeline.table(pipeline.dimension_input(pipeline.dimension(e.dimension)))))
         for e in silver.enrichments)
     declared = pipeline.table(silver.key)
     changes = silver.changes_key if silver.changes is not None else None
-    read_and_written = (input_key, *(bronze.key for _, bronze in dimensions), silver.key,
+    read_and_written = (input_key, *(looked_up.key for _, looked_up in dimensions), silver.key,
                         silver.quarantine_key, *((changes,) if changes else ()))
     return SilverFlow(
         pipeline, silver,
@@ -131,9 +132,12 @@ class SilverBatchWriter:
         return self._query_id
 
     def _dimensions(self, spark: SparkSession) -> dict[str, DataFrame]:
-        """Each dimension the table is enriched from, its latest rows as they stand."""
-        return {dimension.name: latest_rows(dimension)(read_table(spark, bronze.path(self.settings)))
-                for dimension, bronze in self.flow.dimensions}
+        """Each dimension the table is enriched from as it stands: the latest rows of a source's,
+        the rows of a change flow's table."""
+        return {dimension.name: (read_table(spark, looked_up.path(self.settings))
+                                 if dimension.table is not None else
+                                 latest_rows(dimension)(read_table(spark, looked_up.path(self.settings))))
+                for dimension, looked_up in self.flow.dimensions}
 
     def _record_metrics(self, spark: SparkSession, query_id: str, batch_id: int, app_id: str,
                         counts: tuple[int, int, int, int]) -> None:
@@ -271,8 +275,20 @@ class SilverBatchWriter:
         run.gate_seconds = self.gate.seconds if self.gate else 0.0
 
 
-def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> list[RunningQuery]:
-    """Start processing what is new in bronze into every declared silver table and its quarantine.
+def silver_waves(settings: Settings) -> list[tuple[SilverFlow, ...]]:
+    """The silver flows in the order a run that drains its inputs brings them up to date: a change
+    flow's table that a dimension is kept from in a wave before the tables enriched from it, so
+    that one run enriches with the changes it applied; the flows of a wave side by side. Without
+    such dimensions, one wave of every flow."""
+    by_key = {flow.spec.key: flow for flow in silver_flows(settings)}
+    return [tuple(by_key[table] for table in stage)
+            for stage in stages(settings.graphs, Layer.SILVER)]
+
+
+def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger,
+                 flows: Sequence[SilverFlow] | None = None) -> list[RunningQuery]:
+    """Start processing what is new in bronze into every declared silver table and its quarantine
+    (or those of ``flows``).
 
     The tables of the queries with work are made first, side by side
     (:func:`~medallion.engine.layer.start_layer`); each query's start then finds them.
@@ -282,7 +298,7 @@ def start_silver(spark: SparkSession, settings: Settings, trigger: Trigger) -> l
                      tables=partial(flow_tables, settings, flow),
                      start=partial(start_flow, spark, settings, trigger, flow),
                      check=partial(check_definition, spark, settings, flow))
-        for flow in silver_flows(settings)])
+        for flow in (silver_flows(settings) if flows is None else flows)])
 
 
 def check_definition(spark: SparkSession, settings: Settings, flow: SilverFlow) -> None:
@@ -311,7 +327,7 @@ def flow_tables(settings: Settings, flow: SilverFlow) -> list[TableToMake]:
     """The tables a silver query reads and writes: its bronze input and dimensions (a dimension
     not landed yet is read as an empty table), its table, quarantine, metrics and gate results."""
     return [(spec, spec.path(settings), flow.docs.get(spec.key))
-            for spec in (flow.input, *(bronze for _, bronze in flow.dimensions), flow.spec,
+            for spec in (flow.input, *(looked_up for _, looked_up in flow.dimensions), flow.spec,
                          flow.quarantine, *((flow.changes,) if flow.changes else ()),
                          SILVER_BATCH_METRICS, QUALITY_RESULTS)]
 
