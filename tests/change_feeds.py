@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+from pathlib import Path
 from typing import Any
 
+from medallion.project import Settings, load_settings
+from tests.conf_support import REPO_CONF
 from tests.reference_cdc import Change
 
 PIPELINE = """\
@@ -143,3 +147,14 @@ def debezium_event(rng: random.Random, change: Change) -> str:
     if rng.random() < 0.3:
         event = {"schema": {"type": "struct", "optional": False}, "payload": event}
     return json.dumps(event)
+
+
+def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf",
+                    pipeline_name: str = "customers") -> Settings:
+    conf = root / folder
+    (conf / "pipelines").mkdir(parents=True)
+    for name in ("base.yaml", "local.yaml"):
+        shutil.copy(REPO_CONF / name, conf / name)
+    (conf / "pipelines" / f"{pipeline_name}.yaml").write_text(pipeline, encoding="utf-8")
+    return load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
+                         lakehouse=str(root / "lakehouse"))

@@ -14,7 +14,7 @@ def _writes(settings: Settings) -> list[tuple[tuple[str, ...], tuple[TableSpec, 
     the tables its one query writes.
 
     A silver query writes its table, its quarantine and its rows of the silver batch metrics, from
-    its bronze input and its dimensions' bronze tables. A gold query writes its table and its
+    its bronze input and its dimensions' tables. A gold query writes its table and its
     quarantine (made by the first row its gate drops), from its input(s).
     """
     flows: list[tuple[tuple[str, ...], tuple[TableSpec, ...]]] = []
@@ -42,7 +42,7 @@ def silver_tables(settings: Settings) -> set[str]:
 def downstream(settings: Settings) -> dict[str, tuple[TableSpec, ...]]:
     """What rebuilding each declared table rebuilds with it: the other tables its query writes
     (a silver table and its quarantine go together) and, transitively, every table computed from
-    them (a dimension's bronze table enriches silver, so it rebuilds silver too).
+    them (a dimension's table enriches silver, so it rebuilds silver too).
 
     The silver batch metrics are shared by every silver table: they are rebuilt whole when every
     silver table is (or when they are the target); otherwise only the rebuilt tables' rows go

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +17,9 @@ from medallion.cli.main import main
 from medallion.config.model import Trigger
 from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
 from medallion.ops.plan import Verdict, collect_plan
-from medallion.project import Settings, load_settings
-from tests.change_feeds import PIPELINE, WITH_DEBEZIUM, debezium_event, history, line
-from tests.conf_support import REPO_CONF
+from medallion.project import Settings
+from tests.change_feeds import PIPELINE, WITH_DEBEZIUM, change_settings, debezium_event, history, line
 from tests.reference_cdc import Version, scd1, scd2
-
-
-def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf",
-                    pipeline_name: str = "customers") -> Settings:
-    conf = root / folder
-    (conf / "pipelines").mkdir(parents=True)
-    for name in ("base.yaml", "local.yaml"):
-        shutil.copy(REPO_CONF / name, conf / name)
-    (conf / "pipelines" / f"{pipeline_name}.yaml").write_text(pipeline, encoding="utf-8")
-    return load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
-                         lakehouse=str(root / "lakehouse"))
 
 
 def table(spark: SparkSession, settings: Settings, name: str) -> list[Any]:

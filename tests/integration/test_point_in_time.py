@@ -13,8 +13,7 @@ from pyspark.sql import SparkSession
 
 from medallion.config.model import Trigger
 from medallion.engine.runner import RunTarget, run_pipeline
-from tests.change_feeds import SHOP
-from tests.integration.test_change_flows import change_settings
+from tests.change_feeds import SHOP, change_settings
 
 
 def _at(hour: int, minute: int = 0) -> str:

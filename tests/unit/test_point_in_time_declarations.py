@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from medallion.ops.backfill import plan_backfill
 from medallion.pipeline.graph import InputRole, build_graph, stages
 from medallion.pipeline.kinds import Layer
 from medallion.pipeline.render import render_graph
+from tests.change_feeds import SHOP, change_settings
 from tests.pipeline_trees import load_tree, refused
 
 Tree = dict[str, Any]
@@ -120,3 +122,16 @@ def test_latest_enrichment_from_a_change_flow_needs_no_history(tmp_path: Path) -
 def test_a_point_in_time_mistake_is_refused_naming_the_key(
         tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:
     _fails(tmp_path, change, key, words)
+
+
+def test_a_full_refresh_of_the_history_rebuilds_the_tables_enriched_from_it(tmp_path: Path) -> None:
+    settings = change_settings(tmp_path, SHOP, pipeline_name="shop")
+    plan = plan_backfill(None, settings, "silver/customers_history", None, None,  # type: ignore[arg-type]
+                         full_refresh=True)
+    assert {spec.key for spec in plan.rewrites} == {
+        "silver/customers_history", "silver/customers_history_quarantine",
+        "silver/customers_history_changes", "silver/orders", "silver/orders_quarantine",
+        "monitoring/silver_batches"}
+    orders = plan_backfill(None, settings, "silver/orders", None, None,  # type: ignore[arg-type]
+                           full_refresh=True)
+    assert "silver/customers_history" not in {spec.key for spec in orders.rewrites}
