@@ -38,6 +38,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS, TriggerKind
+from medallion.engine.silver.changes import ChangeShape, superseded_changes
+from medallion.engine.silver.job import silver_flow
 from medallion.io.hadoopfs import hadoop_path, path_exists, read_text, write_text
 from medallion.io.tables import TableSpec, lakehouse_tables
 from medallion.pipeline.evolution import quoted
@@ -73,6 +75,7 @@ class TableMaintenance:
     files_deleted_by_vacuum: int
     state_files_deleted: int = 0  # of its query's checkpoint (old state versions)
     cluster_by: tuple[str, ...] = ()
+    changes_removed: int = 0  # a type-1 change flow's applied changes below their key's latest
 
     @property
     def layout(self) -> str:
@@ -202,6 +205,7 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
     hours = settings.maintenance.vacuum_retention_hours if retention_hours is None else retention_hours
     check_retention(hours, allow_short_retention)
     small = settings.maintenance.small_file_mb * 1024 * 1024
+    type_one = type_one_changes(settings)
     results = []
     for spec in maintained_tables(settings, tables):
         path = spec.path(settings)
@@ -213,6 +217,8 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
         zorder = settings.maintenance.zorder.get(spec.key, ())
         cluster_by = settings.maintenance.cluster_by.get(spec.key, ())
         reclustered = apply_clustering(spark, spec.key, path, cluster_by)
+        superseded = (remove_superseded(spark, path, type_one[spec.key])
+                      if optimize and spec.key in type_one else 0)
         removed = 0
         if optimize:
             if cluster_by:  # OPTIMIZE clusters a clustered table; FULL rewrites it all by new keys
@@ -229,16 +235,46 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
                                              state_versions_to_retain(spark))
         after = file_stats(spark, path, small)
         done = TableMaintenance(spec.key, before, after, zorder, removed, deleted, state_deleted,
-                                cluster_by)
+                                cluster_by, superseded)
         results.append(done)
         if optimize and vacuum:  # a whole maintenance: what `run --maintain` counts from
             write_text(spark, maintained_at_path(settings, spec.key), json.dumps({
                 "table": spec.key, "finished_at": datetime.now(timezone.utc).isoformat(),
                 "files_before": before.files, "files_after": after.files}) + "\n")
         log.info("%s: %d files (%d small) -> %d files (%d small); vacuum deleted %d, "
-                 "old state %d", spec.key, before.files, before.small_files, after.files,
-                 after.small_files, deleted, state_deleted)
+                 "old state %d, superseded changes %d", spec.key, before.files, before.small_files,
+                 after.files, after.small_files, deleted, state_deleted, superseded)
     return results
+
+
+def type_one_changes(settings: Settings) -> dict[str, ChangeShape]:
+    """The applied changes of every change flow kept as SCD type 1, by table key, with the shape
+    of their changes."""
+    found = {}
+    for pipeline in settings.pipelines:
+        for silver in pipeline.silver:
+            if silver.changes is not None and silver.changes.scd == 1:
+                shape = silver_flow(settings, pipeline, silver).transforms.changes
+                assert shape is not None
+                found[silver.changes_key] = shape
+    return found
+
+
+def remove_superseded(spark: SparkSession, path: str, shape: ChangeShape) -> int:
+    """Delete the applied changes of a type-1 flow below their key's latest (one MERGE on the key
+    and sequence); return how many. The table's rows, and what a later change does, stay the same:
+    a change older than its key's latest is refused whether that one is kept or not."""
+    stale = superseded_changes(DeltaTable.forPath(spark, path).toDF(), shape).persist()
+    try:
+        count = stale.count()  # read before the MERGE changes the table it is read from
+        if count:
+            identity = (*shape.keys, *shape.sequence)
+            condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in identity)
+            (DeltaTable.forPath(spark, path).alias("t").merge(stale.alias("s"), condition)
+             .whenMatchedDelete().execute())
+        return count
+    finally:
+        stale.unpersist()
 
 
 _MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
@@ -336,20 +372,20 @@ def _vacuum(spark: SparkSession, table: DeltaTable, hours: int) -> int:
 
 
 _COLUMNS = ("table", "files before", "small before", "files after", "small after", "vacuumed",
-            "old state", "layout")
+            "old state", "superseded", "layout")
 
 
 def format_maintenance(results: Sequence[TableMaintenance]) -> str:
     """A fixed-width table of file counts before and after, one line per table."""
     rows = [(r.table, str(r.before.files), str(r.before.small_files), str(r.after.files),
              str(r.after.small_files), str(r.files_deleted_by_vacuum), str(r.state_files_deleted),
-             r.layout)
+             str(r.changes_removed), r.layout)
             for r in results]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]
-    lines = ["  ".join(c.ljust(w) if i in (0, 7) else c.rjust(w)
+    lines = ["  ".join(c.ljust(w) if i in (0, 8) else c.rjust(w)
                        for i, (c, w) in enumerate(zip(_COLUMNS, widths, strict=True)))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) if i in (0, 7) else v.rjust(w)
+    lines += ["  ".join(v.ljust(w) if i in (0, 8) else v.rjust(w)
                         for i, (v, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from medallion.cli.main import main
 from medallion.config.model import Trigger
 from medallion.engine.runner import RunIncomplete, RunTarget, run_pipeline
+from medallion.ops.maintenance import maintain
 from medallion.ops.plan import Verdict, collect_plan
 from medallion.project import Settings
 from tests.change_feeds import PIPELINE, WITH_DEBEZIUM, change_settings, debezium_event, history, line
@@ -107,3 +108,31 @@ def test_a_changed_history_declaration_is_refused_and_a_full_refresh_rebuilds_it
     assert history_versions(spark, changed) == scd2(changes, tracked=["segment", "name"])
     assert len(table(spark, changed, "customers_history_changes")) == len(
         {(c.key, c.sequence) for c in changes})
+
+
+def test_maintenance_keeps_a_type_one_flows_latest_changes_alone(
+        spark: SparkSession, tmp_path: Path) -> None:
+    settings = change_settings(tmp_path)
+    changes = history(random.Random(5), keys=10, count=120)
+    first, later = changes[:80], changes[80:]  # later: late changes and re-deliveries among them
+    folder = Path(settings.paths.landing) / "customer_changes"
+    folder.mkdir(parents=True)
+    (folder / "first.json").write_text("\n".join(line(c) for c in first) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+
+    done = maintain(spark, settings, ["silver/customers_changes", "silver/customers_history_changes"])
+    newest: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for change in first:
+        newest[change.key] = max(newest.get(change.key, change.sequence), change.sequence)
+    kept = sorted(((r["id"],), (r["seq"],)) for r in table(spark, settings, "customers_changes"))
+    assert kept == sorted(newest.items())
+    applied = len({(c.key, c.sequence) for c in first})
+    assert {r.table: r.changes_removed for r in done} == {
+        "silver/customers_changes": applied - len(newest), "silver/customers_history_changes": 0}
+    assert len(table(spark, settings, "customers_history_changes")) == applied
+
+    (folder / "later.json").write_text("\n".join(line(c) for c in later) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    assert {(r["id"],): {"name": r["name"], "segment": r["segment"]}
+            for r in table(spark, settings, "customers")} == scd1(changes)
+    assert history_versions(spark, settings) == scd2(changes, tracked=["segment"])

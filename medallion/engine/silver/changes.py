@@ -88,6 +88,15 @@ def fresh_changes(changes: DataFrame, applied: DataFrame, shape: ChangeShape) ->
             .select("s.*"))
 
 
+def superseded_changes(applied: DataFrame, shape: ChangeShape) -> DataFrame:
+    """Of a type-1 flow's applied changes (one per key and sequence), the key and sequence of each
+    below its key's latest: SCD type 1 needs only the latest (a delete included), which still
+    refuses every older change that arrives later."""
+    latest = Window.partitionBy(*shape.keys).orderBy(*(F.col(c).desc() for c in shape.sequence))
+    return (applied.withColumn(_RANK, F.row_number().over(latest))
+            .where(F.col(_RANK) > 1).select(*shape.keys, *shape.sequence))
+
+
 def scd1_rows(changes: DataFrame, shape: ChangeShape) -> DataFrame:
     """SCD type 1: per key, the values of its change with the highest sequence, unless that
     change deletes the key (then no row). Columns: the keys, the values, the sequence."""
