@@ -52,7 +52,7 @@ def _wait(what: str, ready: object, timeout: float = 180.0) -> None:
         try:
             if ready():  # type: ignore[operator]
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet; or, starting, its page where JSON will be
             pass
         time.sleep(1)
     raise TimeoutError(f"{what} not ready after {timeout:.0f}s")
