@@ -158,3 +158,32 @@ def change_settings(root: Path, pipeline: str = PIPELINE, folder: str = "conf",
     (conf / "pipelines" / f"{pipeline_name}.yaml").write_text(pipeline, encoding="utf-8")
     return load_settings(env="local", conf_dir=conf, landing=str(root / "landing"),
                          lakehouse=str(root / "lakehouse"))
+
+# Customers as full daily exports (CSV, the export's day in the file's name), kept as SCD type 1
+# and 2; a segment outside the known ones is refused (the key read, its values not).
+EXPORTS = """\
+description: Customers from daily full exports, latest and with history.
+sources:
+  customer_exports:
+    format: csv
+    path: customer_exports
+    header: [id, name, segment]
+    bronze: {table: customer_exports}
+silver:
+  customers:
+    input: bronze/customer_exports
+    parse: columns
+    columns: &columns
+      id: {type: STRING, trim: true}
+      name: STRING
+      segment: {type: STRING, rules: {known_segment: "segment IN ('s', 'g', 'b')"}}
+      exported_on:
+        type: DATE
+        expr: "regexp_extract(source_file, 'customers_([0-9]{4}-[0-9]{2}-[0-9]{2})[^/]*$', 1)"
+    changes: {keys: id, snapshot_by: exported_on}
+  customers_history:
+    input: bronze/customer_exports
+    parse: columns
+    columns: *columns
+    changes: {keys: id, snapshot_by: exported_on, scd: 2}
+"""

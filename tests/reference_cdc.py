@@ -104,3 +104,34 @@ def scd2(changes: Iterable[Change], tracked: Sequence[str] | None = None) -> set
             if change is not None:
                 since = change.sequence
     return versions
+
+
+@dataclass(frozen=True)
+class Export:
+    """A full export at ``position``: its rows by key, and the keys of rows it had that were
+    refused (their values unknown: the key stays as it was)."""
+
+    position: Any
+    rows: dict[tuple[Any, ...], dict[str, Any]]
+    refused: frozenset[tuple[Any, ...]] = frozenset()
+
+
+def snapshot_changes(exports: Iterable[Export]) -> list[Change]:
+    """The changes a series of full exports makes, taken in order of position: what each export
+    holds that the one before it did not hold with the same values (upserts), and the keys it
+    lacks that the one before it held (deletes, with the values they had)."""
+    held: dict[tuple[Any, ...], dict[str, Any]] = {}
+    made = []
+    for export in sorted(exports, key=lambda e: e.position):
+        now = {key: row for key, row in export.rows.items()}
+        for key in export.refused:
+            if key not in now and key in held:
+                now[key] = held[key]
+        for key, row in now.items():
+            if held.get(key) != row:
+                made.append(Change(key, (export.position,), False, tuple(sorted(row.items()))))
+        for key, row in held.items():
+            if key not in now:
+                made.append(Change(key, (export.position,), True, tuple(sorted(row.items()))))
+        held = now
+    return made

@@ -249,11 +249,12 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
 
 def type_one_changes(settings: Settings) -> dict[str, ChangeShape]:
     """The applied changes of every change flow kept as SCD type 1, by table key, with the shape
-    of their changes."""
+    of their changes. A snapshot flow's are kept whole: an export that comes after later ones is
+    compared with the exports around it, which its applied changes say."""
     found = {}
     for pipeline in settings.pipelines:
         for silver in pipeline.silver:
-            if silver.changes is not None and silver.changes.scd == 1:
+            if silver.changes is not None and silver.changes.scd == 1 and not silver.changes.snapshot:
                 shape = silver_flow(settings, pipeline, silver).transforms.changes
                 assert shape is not None
                 found[silver.changes_key] = shape

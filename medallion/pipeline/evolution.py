@@ -245,7 +245,8 @@ def change_definition(silver: SilverSpec) -> dict[str, Any]:
     return {"keys": list(changes.keys), "sequence_by": list(changes.sequence_by),
             "delete_when": changes.delete_when, "scd": changes.scd,
             "track_history_columns": None if changes.track_history is None else list(changes.track_history),
-            "track_history_except_columns": list(changes.track_history_except)}
+            "track_history_except_columns": list(changes.track_history_except),
+            **({"snapshot": True} if changes.snapshot else {})}
 
 
 def differences(before: Any, now: Any, where: str = "") -> list[str]:

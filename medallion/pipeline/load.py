@@ -355,10 +355,20 @@ def _changes(reader: DeclarationReader, section: Mapping[str, Any], key: str) ->
     if tracked is not None and untracked:
         raise reader.error(f"{prefix}.track_history_except_columns",
                            "give track_history_columns or track_history_except_columns, not both")
-    return ChangesSpec(keys=reader.names(spec, "keys", prefix),
-                       sequence_by=reader.names(spec, "sequence_by", prefix),
-                       delete_when=reader.optional_text(spec, "delete_when", prefix),
-                       scd=scd, track_history=tracked, track_history_except=untracked)
+    snapshot_by = reader.optional_text(spec, "snapshot_by", prefix)
+    if snapshot_by is None:
+        return ChangesSpec(keys=reader.names(spec, "keys", prefix),
+                           sequence_by=reader.names(spec, "sequence_by", prefix),
+                           delete_when=reader.optional_text(spec, "delete_when", prefix),
+                           scd=scd, track_history=tracked, track_history_except=untracked)
+    # A snapshot's changes are what differs from the export before: its position orders them and
+    # a key the export lacks is deleted.
+    for option in ("sequence_by", "delete_when"):
+        if spec.get(option) is not None:
+            raise reader.error(f"{prefix}.{option}", "snapshot_by takes its place: rows are full "
+                                                     "exports, and a key an export lacks is deleted")
+    return ChangesSpec(keys=reader.names(spec, "keys", prefix), sequence_by=(snapshot_by,),
+                       scd=scd, track_history=tracked, track_history_except=untracked, snapshot=True)
 
 
 def _enrich_columns(reader: DeclarationReader, spec: Mapping[str, Any], entry_key: str

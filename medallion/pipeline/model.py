@@ -223,7 +223,11 @@ class ChangesSpec:
     """A change flow: each row is a change of the row with ``keys``, ordered among that key's
     changes by ``sequence_by``, deleting it when ``delete_when`` holds. SCD type 1 keeps each
     key's latest row; type 2 its history, a new version when a ``track_history`` column changes
-    (every column when None; ``track_history_except``: every column but those)."""
+    (every column when None; ``track_history_except``: every column but those).
+
+    ``snapshot``: each row is a key's row in a full export, ``sequence_by`` its one column the
+    export's position; the changes are what differs from the export before (a key it lacks is
+    deleted)."""
 
     keys: tuple[str, ...]
     sequence_by: tuple[str, ...]
@@ -231,6 +235,12 @@ class ChangesSpec:
     scd: int = 1
     track_history: tuple[str, ...] | None = None
     track_history_except: tuple[str, ...] = ()
+    snapshot: bool = False
+
+    @property
+    def order_key(self) -> str:
+        """The declaration's key that orders the changes."""
+        return "snapshot_by" if self.snapshot else "sequence_by"
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,15 @@ def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl
                 "each key's history" + (f", a new version when {tracked} change" if tracked else
                                         f", a new version unless only {untracked} change"
                                         if untracked else ""))
-        lines = [f"parse {silver.parse.value}; changes of key {', '.join(changes.keys)} in order of "
-                 f"{', '.join(changes.sequence_by)}, SCD type {changes.scd} ({kept}); "
-                 + (f"deletes when {changes.delete_when}" if changes.delete_when else "no deletes"),
+        if changes.snapshot:
+            what = (f"full exports of key {', '.join(changes.keys)} in order of "
+                    f"{changes.sequence_by[0]}, SCD type {changes.scd} ({kept}); "
+                    "changes: what differs from the export before, deletes: the keys it lacks")
+        else:
+            what = (f"changes of key {', '.join(changes.keys)} in order of "
+                    f"{', '.join(changes.sequence_by)}, SCD type {changes.scd} ({kept}); "
+                    + (f"deletes when {changes.delete_when}" if changes.delete_when else "no deletes"))
+        lines = [f"parse {silver.parse.value}; {what}",
                  f"MERGE on {', '.join(by_key[key].merge_keys)}, from {silver.changes_key}"]
     if silver.event_time:
         lines.append(f"event time {silver.event_time}, watermark {silver.watermark or spec.watermark}")

@@ -88,6 +88,7 @@ COLUMN: dict[str, Schema] = {
 DEDUP: dict[str, Schema] = {"key": NAMES, "order_by": NAMES, "scope": choice(DedupScope)}
 CHANGES: dict[str, Schema] = {
     "keys": NAMES, "sequence_by": NAMES,
+    "snapshot_by": {**TEXT, "description": "a column: rows are full exports, this their position"},
     "delete_when": {**TEXT, "description": "a SQL predicate: the change deletes its key"},
     "scd": {"enum": [1, 2]}, "track_history_columns": NAMES, "track_history_except_columns": NAMES,
 }
@@ -102,7 +103,7 @@ ENRICH: dict[str, Schema] = {
 SILVER: dict[str, Schema] = {
     "input": TEXT, "parse": choice(ParseMode), "raw_column": TEXT,
     "columns": mapping_of({"anyOf": [TEXT, section(COLUMN)]}), "rules": mapping_of(TEXT),
-    "dedup": section(DEDUP, ("key",)), "changes": section(CHANGES, ("keys", "sequence_by")),
+    "dedup": section(DEDUP, ("key",)), "changes": section(CHANGES, ("keys",)),
     "event_time": TEXT, "watermark": DURATION,
     "enrich": mapping_of(section(ENRICH, ("join", "columns"))), "keep": NAMES, "python": TEXT,
     **DOC,

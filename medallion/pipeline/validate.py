@@ -343,9 +343,11 @@ def _raw_fields(spec: PipelineSpec, silver: SilverSpec, source: TableDecl) -> li
 
 
 def _check_column(check: _Checker, column: ColumnSpec, key: str, raw: list[str] | None,
-                  source: TableDecl) -> None:
+                  source: TableDecl, kept: Sequence[str] = ()) -> None:
     if column.expr is not None:
-        check.sql(f"{key}.expr", column.expr, raw, "an expression over the raw record")
+        # An expression also reads the kept input columns (an export's date in its file's name).
+        readable = None if raw is None else list(dict.fromkeys((*raw, *kept)))
+        check.sql(f"{key}.expr", column.expr, readable, "an expression over the raw record")
     elif raw is not None:
         root, *inside = column.field_name.split(".")
         source_key = f"{key}.source" if column.source else key
@@ -390,7 +392,7 @@ def _check_silver(check: _Checker, spec: PipelineSpec, silver: SilverSpec,
         column_key = f"{key}.columns.{column.name}"
         if column.name in silver.keep:
             raise check.fail(column_key, f"{column.name} is also kept from {silver.input}")
-        _check_column(check, column, column_key, raw, source)
+        _check_column(check, column, column_key, raw, source, silver.keep)
     # Rules run on the typed row, before enrichment: its columns and the kept ones.
     checked = [*declared, *silver.keep]
     typed = [*(Field(c.name, c.type) for c in silver.columns),
@@ -463,13 +465,13 @@ def _check_changes(check: _Checker, silver: SilverSpec, changes: ChangesSpec,
     key = f"silver.{silver.name}.changes"
     declared = [c.name for c in silver.columns]
     check.columns_exist(f"{key}.keys", changes.keys, declared, f"the columns of {silver.key}")
-    check.columns_exist(f"{key}.sequence_by", changes.sequence_by, declared,
-                        f"the columns of {silver.key}")
+    order = f"{key}.{changes.order_key}"
+    check.columns_exist(order, changes.sequence_by, declared, f"the columns of {silver.key}")
     if set(changes.keys) & set(changes.sequence_by):
-        raise check.fail(f"{key}.sequence_by", "a key column cannot order its own changes")
+        raise check.fail(order, "a key column cannot order its own changes")
     for column in silver.columns:
         if column.name in changes.sequence_by and not column.type.is_orderable:
-            raise check.fail(f"{key}.sequence_by", f"{column.name} is {column.type}, which has no order")
+            raise check.fail(order, f"{column.name} is {column.type}, which has no order")
         if column.name in (DELETED, VALID_FROM, VALID_TO, IS_CURRENT):
             raise check.fail(f"silver.{silver.name}.columns.{column.name}",
                              f"{column.name} is a column a change flow adds itself")

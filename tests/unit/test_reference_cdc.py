@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from tests.reference_cdc import Change, Version, scd1, scd2
+from tests.reference_cdc import Change, Export, Version, scd1, scd2, snapshot_changes
 
 
 def up(key: str, seq: int, **values: object) -> Change:
@@ -73,3 +73,25 @@ def test_of_conflicting_redeliveries_a_delete_then_the_greater_values_count_a_no
     assert scd1([up("a", 1, segment="g", name="Bo"), up("a", 1, segment="s", name="Al")]) == {
         ("a",): {"segment": "g", "name": "Bo"}}  # ranked by name first, the names' order
     assert scd1([up("a", 1, segment=None), up("a", 1, segment="")]) == {("a",): {"segment": ""}}
+
+
+def test_exports_give_what_each_changes_from_the_one_before_in_order_of_position() -> None:
+    exports = [Export(3, {("a",): {"s": "g"}, ("c",): {"s": "b"}}),
+               Export(1, {("a",): {"s": "s"}, ("b",): {"s": "s"}}),
+               Export(2, {("a",): {"s": "s"}, ("c",): {"s": "b"}})]
+    assert sorted(snapshot_changes(exports), key=lambda c: (c.sequence, c.key)) == [
+        up("a", 1, s="s"), up("b", 1, s="s"),
+        Change(("b",), (2,), True, (("s", "s"),)), up("c", 2, s="b"),
+        up("a", 3, s="g")]
+    assert scd2(snapshot_changes(exports)) == {
+        Version(("a",), (("s", "s"),), (1,), (3,)), Version(("a",), (("s", "g"),), (3,), None),
+        Version(("b",), (("s", "s"),), (1,), (2,)), Version(("c",), (("s", "b"),), (2,), None)}
+
+
+def test_a_refused_row_keeps_its_key_as_it_was_in_that_export() -> None:
+    exports = [Export(1, {("a",): {"s": "s"}}),
+               Export(2, {}, frozenset({("a",), ("z",)})),  # z: refused, and never held
+               Export(3, {("a",): {"s": "s"}}),
+               Export(4, {}, frozenset({("b",)}))]
+    # a: unchanged through 2 and 3, gone at 4 (its row there was not refused); z: never held.
+    assert snapshot_changes(exports) == [up("a", 1, s="s"), Change(("a",), (4,), True, (("s", "s"),))]

@@ -18,11 +18,26 @@ from datetime import datetime, timezone
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from medallion.config.model import Trigger
 from medallion.engine.idle import DeltaInput, skippable
 from medallion.engine.layer import PlannedQuery, idle, start_layer
-from medallion.engine.silver.changes import fresh_changes, scd1_rows, scd2_versions
+from medallion.engine.silver.changes import (
+    EXPORT_IN_BATCH,
+    EXPORT_ORDINAL,
+    EXPORT_TARGET,
+    export_contents,
+    export_marks,
+    export_nodes,
+    fresh_changes,
+    held_on,
+    is_hold,
+    is_mark,
+    scd1_rows,
+    scd2_versions,
+    snapshot_changes,
+)
 from medallion.engine.silver.compile import (
     BatchTimes,
     SilverTransforms,
@@ -30,6 +45,7 @@ from medallion.engine.silver.compile import (
     compile_silver,
     latest_rows,
 )
+from medallion.engine.silver.parse import REASONS
 from medallion.engine.streaming import RunningQuery, TableRun, cache_batch
 from medallion.io.sinks.delta import (
     BatchAppends,
@@ -222,51 +238,116 @@ class SilverBatchWriter:
         """A change flow's batch: its changes new to the table's applied changes are added there
         (one MERGE, once), then the rows of every key the batch names are made again from all of
         that key's applied changes and replace the table's (one MERGE, once). A replay after the
-        first MERGE finds the changes applied and makes the same rows."""
+        first MERGE finds the changes applied and makes the same rows.
+
+        A snapshot flow's batch replaces the changes of its exports and of the export after each
+        with what each changes from the export before it (:meth:`_export_changes`)."""
         settings, flow, compiled = self.settings, self.flow, self.flow.transforms
-        shape, table, applied = compiled.changes, flow.spec, flow.changes
+        shape, applied = compiled.changes, flow.changes
         declared = flow.silver.changes
         assert shape is not None and applied is not None and declared is not None
         changes = cache_batch(parsed.transform(compiled.valid).transform(compiled.deduplicate)
                               .transform(compiled.enrich(self._dimensions(spark)))
                               .transform(compiled.finish))
+        cached: list[DataFrame] = []
         try:
             query_id = self.query_id(spark)
             to_quarantine, kept = parsed.transform(compiled.quarantined), changes
             distinct = changes.count()  # fills the cache the gate and the writes read
+            identity = (*shape.keys, *shape.sequence)
+            unread = parsed.where(F.size(REASONS) > 0).select(*identity)
             if self.gate is not None:
                 outcome = self.gate.check(changes, batch_id, app_id, query_id, self.appends)
                 quarantined += outcome.dropped_count
                 kept = outcome.kept()
                 rejected = outcome.dropped()
                 if rejected is not None:
+                    unread = unread.unionByName(rejected.select(*identity))
                     to_quarantine = to_quarantine.unionByName(rejected.drop(DELETED).transform(
                         compiled.rejected_to_quarantine(parsed)))
             log_path = applied.path(settings)
-            new = fresh_changes(kept, read_table(spark, log_path), shape)
-            rows_out = new.count()
-            duplicates = rows_in - quarantined - rows_out
+            held = read_table(spark, log_path)
+            if declared.snapshot:
+                # A refused row whose key and export were read keeps its key as it was.
+                rows, region, touched = self._export_changes(
+                    kept, held, unread.dropna(subset=list(identity)), cached)
+                rows_out = fresh_changes(rows.where(~is_mark(shape) & ~is_hold(shape)), held,
+                                         shape).count()
+                duplicates = rows_in - quarantined - distinct  # a key twice in one export
+            else:
+                rows = fresh_changes(kept, held, shape)
+                region, touched = None, kept.select(*shape.keys).distinct()
+                rows_out = rows.count()
+                duplicates = rows_in - quarantined - rows_out
             self._record_metrics(spark, query_id, batch_id, app_id,
                                  (rows_in, quarantined, duplicates, rows_out))
             self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
-            upsert_batch(new, log_path, (*shape.keys, *shape.sequence),
-                         txn_app_id(applied.key, query_id), batch_id, latest_by=shape.rank)
+            applied_id = txn_app_id(applied.key, query_id)
+            if region is None:
+                upsert_batch(rows, log_path, identity, applied_id, batch_id, latest_by=shape.rank)
+            else:
+                replace_batch(rows, region, log_path, identity, applied_id, batch_id)
             if distinct:
-                touched = changes.select(*shape.keys).distinct()
-                held = read_table(spark, log_path).join(touched, list(shape.keys), "left_semi")
-                rows = (scd1_rows(held, shape) if declared.scd == 1
-                        else scd2_versions(held, shape)).select(*table.column_names)
-                merge_keys = compiled.table.merge_keys
-                region = (read_table(spark, table.path(settings))
-                          .join(touched, list(shape.keys), "left_semi").select(*merge_keys))
-                replace_batch(rows, region, table.path(settings), merge_keys, app_id, batch_id)
+                self._replace_rows(spark, touched, app_id, batch_id)
         finally:
             changes.unpersist()
+            for frame in cached:
+                frame.unpersist()
         self.quarantined += quarantined
         self.duplicates_removed += duplicates
         self.rows_out += rows_out
         log.info("%s batch %d: %d in, %d quarantined, %d re-delivered, %d changes applied",
-                 table.key, batch_id, rows_in, quarantined, duplicates, rows_out)
+                 flow.spec.key, batch_id, rows_in, quarantined, duplicates, rows_out)
+
+    def _export_changes(self, exports: DataFrame, held: DataFrame, unread: DataFrame,
+                        cached: list[DataFrame]) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """A snapshot flow's batch of ``exports``, given the applied changes ``held``: the
+        applied changes that replace the ``region`` of them (keys and positions) its exports
+        and the export after each have, and the keys whose rows are made again.
+
+        Each is what an export changes from the one before it, by position, whatever order they
+        arrived in; an export taken before holds what its applied changes say. Nothing here
+        depends on whether the batch's own changes are applied yet, so a replay makes the same."""
+        shape = self.flow.transforms.changes
+        assert shape is not None
+        # Each step materialized: the steps read one another several times, and their plans
+        # together grew past what the driver plans in its heap.
+        nodes = export_nodes(exports, held, shape).localCheckpoint(eager=True)
+        beyond = held_on(held, nodes, shape).localCheckpoint(eager=True)
+        contents = export_contents(exports, held, nodes, shape, unread, beyond).localCheckpoint(eager=True)
+        cached += [nodes, beyond, contents]
+        marks = export_marks(nodes, shape, dict(held.dtypes))
+        rows = (snapshot_changes(contents, nodes, shape, beyond).unionByName(marks)
+                .localCheckpoint(eager=True))
+        cached.append(rows)
+        (position,) = shape.sequence
+        at = nodes.select(position, EXPORT_ORDINAL)
+        changes = held.where(~is_mark(shape))
+        region = (changes.join(nodes.where(F.col(EXPORT_TARGET)).select(position), position, "left_semi")
+                  .unionByName(changes.join(beyond.join(at, EXPORT_ORDINAL).drop(EXPORT_ORDINAL),
+                                            [*shape.keys, position], "left_semi"))
+                  .unionByName(held.where(is_mark(shape))
+                               .join(nodes.where(F.col(EXPORT_IN_BATCH)).select(position), position,
+                                     "left_semi"))
+                  .select(*shape.keys, position).localCheckpoint(eager=True))
+        cached.append(region)
+        touched = contents.select(*shape.keys).distinct()
+        return rows, region, touched
+
+    def _replace_rows(self, spark: SparkSession, touched: DataFrame, app_id: str, batch_id: int) -> None:
+        """The table's rows of the ``touched`` keys made again from all their applied changes
+        (one MERGE, once)."""
+        settings, flow, compiled = self.settings, self.flow, self.flow.transforms
+        shape, table, applied, declared = compiled.changes, flow.spec, flow.changes, flow.silver.changes
+        assert shape is not None and applied is not None and declared is not None
+        held = (read_table(spark, applied.path(settings)).where(~is_hold(shape))
+                .join(touched, list(shape.keys), "left_semi"))
+        rows = (scd1_rows(held, shape) if declared.scd == 1
+                else scd2_versions(held, shape)).select(*table.column_names)
+        merge_keys = compiled.table.merge_keys
+        region = (read_table(spark, table.path(settings))
+                  .join(touched, list(shape.keys), "left_semi").select(*merge_keys))
+        replace_batch(rows, region, table.path(settings), merge_keys, app_id, batch_id)
 
     def add_to(self, run: TableRun) -> None:
         """Copy the batch counters into the run summary."""

@@ -362,9 +362,12 @@ def parse_record(silver: SilverSpec, input_table: TableDecl) -> Transform:
             rows = rows.select("*", _debezium_row(F.col(_DOC)).alias(_ROW))
         documents = [_DOC, _ROW] if debezium else [_DOC] if json else []
         if any(c.expr is not None for c in silver.columns):
-            # Expressions see each raw field as its value as text (null when absent).
+            # Expressions see each raw field as its value as text (null when absent), and the
+            # kept input columns (the record's file) as they are.
             if json:
-                fields = [F.try_variant_get(F.col(where), path, "string").alias(name)
+                fields = [F.col(f"`{RECORD}`.`{name}`").cast("string").alias(name)
+                          if name in silver.keep and name in bronze.columns else
+                          F.try_variant_get(F.col(where), path, "string").alias(name)
                           for name in expr_fields for where, path in [_field_of(silver, name)]]
             else:
                 fields = [F.col(f"`{RECORD}`.`{name}`").alias(name) for name in expr_fields]
