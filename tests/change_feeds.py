@@ -170,7 +170,7 @@ sources:
     header: [id, name, segment]
     bronze: {table: customer_exports}
 silver:
-  customers:
+  exported_customers:
     input: bronze/customer_exports
     parse: columns
     columns: &columns
@@ -181,9 +181,23 @@ silver:
         type: DATE
         expr: "regexp_extract(source_file, 'customers_([0-9]{4}-[0-9]{2}-[0-9]{2})[^/]*$', 1)"
     changes: {keys: id, snapshot_by: exported_on}
-  customers_history:
+  exported_customers_history:
     input: bronze/customer_exports
     parse: columns
     columns: *columns
     changes: {keys: id, snapshot_by: exported_on, scd: 2}
 """
+
+
+def export_lines(rng: random.Random, keys: int) -> list[str]:
+    """A full export of up to ``keys`` customers as CSV lines (header first), one row now and
+    then refused for its segment or without a key."""
+    lines = ["id,name,segment"]
+    for k in range(keys):
+        if rng.random() < 0.2:
+            continue
+        segment = rng.choice(["s", "g", "b", "platinum"] if rng.random() < 0.1 else ["s", "g", "b"])
+        lines.append(f"c{k},{rng.choice(['Ann', 'Bo'])},{segment}")
+    if rng.random() < 0.3:
+        lines.append(",Nobody,s")
+    return lines

@@ -56,8 +56,8 @@ def rows_of(spark: SparkSession, settings: Settings, name: str) -> list[Any]:
 
 def tables(spark: SparkSession, settings: Settings) -> tuple[dict[Any, Any], set[Version]]:
     latest = {(r["id"],): {"name": r["name"], "segment": r["segment"]}
-              for r in rows_of(spark, settings, "customers")}
-    history = rows_of(spark, settings, "customers_history")
+              for r in rows_of(spark, settings, "exported_customers")}
+    history = rows_of(spark, settings, "exported_customers_history")
     assert all(r["is_current"] == (r["valid_to"] is None) for r in history)
     versions = {Version((r["id"],), (("name", r["name"]), ("segment", r["segment"])),
                         (r["valid_from"],), None if r["valid_to"] is None else (r["valid_to"],))
@@ -94,14 +94,14 @@ def test_daily_exports_in_random_batches_give_the_model_tables(
     assert sorted(e.position for e in landed) == [e.position for e in exports]
     # Some came late.
     assert any(a.position > b.position for a, b in zip(landed, landed[1:], strict=False))
-    reasons = sorted(tuple(r["reasons"]) for r in rows_of(spark, settings, "customers_quarantine"))
+    reasons = sorted(tuple(r["reasons"]) for r in rows_of(spark, settings, "exported_customers_quarantine"))
     assert set(reasons) == {("missing_id",), ("known_segment",)}
     assert reasons.count(("known_segment",)) == sum(len(e.refused) for e in exports)
 
     # An export landed again under another file's name changes nothing.
-    applied = sorted(map(str, rows_of(spark, settings, "customers_history_changes")))
+    applied = sorted(map(str, rows_of(spark, settings, "exported_customers_history_changes")))
     again = rng.randrange(len(files))
     (folder / f"customers_{exports[again].position}_again.csv").write_text("\n".join(files[again]) + "\n")
     run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert tables(spark, settings) == (scd1(changes), scd2(changes))
-    assert sorted(map(str, rows_of(spark, settings, "customers_history_changes"))) == applied
+    assert sorted(map(str, rows_of(spark, settings, "exported_customers_history_changes"))) == applied

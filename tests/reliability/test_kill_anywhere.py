@@ -32,8 +32,8 @@ from medallion.engine.runner import RunTarget, run_pipeline
 from medallion.io.tables import QUERY_PROGRESS
 from medallion.project import Settings
 from medallion.samples.generate import GenerateSpec, generate_landing
+from tests.change_feeds import EXPORTS, export_lines, history, line
 from tests.change_feeds import PIPELINE as CHANGE_FLOWS
-from tests.change_feeds import history, line
 from tests.lakehouse_views import snapshot
 from tests.reliability.test_crash_recovery import (
     KILL_POINTS,
@@ -62,13 +62,15 @@ POINTS = (*KILL_POINTS[:2], ("gold/sessions_recomputed", 0.0))
 # The change flow's, in a run of its pipeline alone (in a run of all, silver/events' planned kill
 # would find the flow done, or the flow's would find silver/events done).
 CHANGE_POINT = (("silver/customers_history", 1.0),)
-ALSO = ("customers",)  # the pipelines compared besides events
+ALSO = ("customers", "exports")  # the pipelines compared besides events
 
 
 def with_extra_gold_tables(conf: Path) -> Path:
     """``conf`` whose events pipeline also keeps the tables of :data:`EXTRA_GOLD`, beside a
-    pipeline of change flows (:data:`tests.change_feeds.PIPELINE`)."""
+    pipeline of change flows (:data:`tests.change_feeds.PIPELINE`) and one of full exports
+    (:data:`tests.change_feeds.EXPORTS`)."""
     (conf / "pipelines" / "customers.yaml").write_text(CHANGE_FLOWS, encoding="utf-8")
+    (conf / "pipelines" / "exports.yaml").write_text(EXPORTS, encoding="utf-8")
     events = conf / "pipelines" / "events.yaml"
     tree = yaml.safe_load(events.read_text(encoding="utf-8"))
     for name, (like, changed) in EXTRA_GOLD.items():
@@ -87,6 +89,15 @@ def _burst(landing: Path, name: str, seed: int) -> None:
     for part, start in enumerate(range(0, len(changes), len(changes) // 2)):
         (landing / "customer_changes" / f"{name}-{part}.json").write_text(
             "\n".join(changes[start:start + len(changes) // 2]) + "\n", encoding="utf-8")
+    # Two full exports of days drawn once for both bursts (seed * 10 + burst), so that no two
+    # share a day and a later burst's may come before an earlier one's.
+    rng = random.Random(seed)
+    days = random.Random(seed // 10).sample(range(1, 29), 4)
+    (landing / "customer_exports").mkdir(exist_ok=True)
+    for part in range(2):
+        day = f"2026-01-{days[2 * (seed % 10) + part]:02d}"
+        (landing / "customer_exports" / f"customers_{day}_{name}-{part}.csv").write_text(
+            "\n".join(export_lines(rng, keys=15)) + "\n", encoding="utf-8")
 
 
 def failure(log: Path) -> str:
