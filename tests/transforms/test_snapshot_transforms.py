@@ -91,9 +91,10 @@ def batch_after(spark: SparkSession, rng: random.Random) -> int:
     rows = spark.createDataFrame([r for e in batch for r in export_rows(e)], SCHEMA)
     unread = spark.createDataFrame([(k[0], e.position) for e in batch for k in e.refused]
                                    or [("none", -1)], "id STRING, day INT")
-    nodes = export_nodes(rows, held, SHAPE)
-    beyond = held_on(held, nodes, SHAPE)
-    contents = export_contents(rows, held, nodes, SHAPE, unread, beyond)
+    # Each step materialized, as the engine does: the steps read one another several times.
+    nodes = export_nodes(rows, held, SHAPE).localCheckpoint()
+    beyond = held_on(held, nodes, SHAPE).localCheckpoint()
+    contents = export_contents(rows, held, nodes, SHAPE, unread, beyond).localCheckpoint()
     made = (snapshot_changes(contents, nodes, SHAPE, beyond)
             .unionByName(export_marks(nodes, SHAPE, dict(held.dtypes))))
     # The batch's exports and the export after each are made again, and the keys held on beyond
