@@ -35,6 +35,19 @@ def _rank(change: Change) -> tuple[Any, ...]:
                                  for _, value in sorted(change.values)))
 
 
+def counted(deliveries: Iterable[tuple[Change, str]]) -> dict[tuple[Any, ...], tuple[Change, str]]:
+    """Of deliveries of changes, each with the file it came in, the one that counts per key and
+    sequence: the change ranked last, then of equal changes the one from the least file name."""
+    best: dict[tuple[Any, ...], tuple[Change, str]] = {}
+    for change, source in deliveries:
+        identity = change.key + change.sequence
+        held = best.get(identity)
+        if (held is None or _rank(change) > _rank(held[0])
+                or (_rank(change) == _rank(held[0]) and source < held[1])):
+            best[identity] = (change, source)
+    return best
+
+
 def _by_key(changes: Iterable[Change]) -> dict[tuple[Any, ...], list[Change]]:
     """Each key's changes, one per sequence, in sequence order. Of changes with one key and one
     sequence (re-deliveries) the one ordered last counts, so the result does not depend on the

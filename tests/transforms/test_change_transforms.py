@@ -1,24 +1,31 @@
 """SCD type 1 and 2 from change rows (:mod:`medallion.engine.silver.changes`) equal the independent
 model (``tests/reference_cdc.py``) on random histories: inserts, updates, deletes, re-deliveries
-(some conflicting), late changes, one or two sequence columns, tracked columns or all."""
+(some conflicting), late changes, one or two sequence columns, tracked columns or all. Applied
+changes kept in Delta batch by batch end the same, carried columns included, whatever order the
+deliveries arrive in."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from medallion.engine.silver.changes import (
     IS_CURRENT,
     VALID_FROM,
     VALID_TO,
     ChangeShape,
+    distinct_changes,
+    fresh_changes,
     scd1_rows,
     scd2_versions,
 )
-from tests.reference_cdc import Change, Version, scd1, scd2
+from medallion.io.sinks.delta import upsert_batch
+from tests.reference_cdc import Change, Version, counted, scd1, scd2
 
 SCHEMA = "id STRING, seq_major INT, seq_minor INT, deleted BOOLEAN, segment STRING, name STRING"
 VALUES = ("name", "segment")
@@ -88,3 +95,43 @@ def test_scd2_versions_equal_the_model(spark: SparkSession, seed: int,
     assert len(rows) == len(got)  # no version twice
     assert all(row[IS_CURRENT] == (row[VALID_TO] is None) for row in rows)
     assert any(v.valid_to is not None for v in expected) and any(v.is_current for v in expected)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_applied_changes_do_not_depend_on_the_order_deliveries_arrive_in(
+        spark: SparkSession, tmp_path: Path, seed: int) -> None:
+    """Each change delivered in one to three files, a few with other values; the deliveries cut
+    into batches in two random orders and applied as a change flow applies them (one per key
+    and sequence in a batch, then those new or counting instead of the one held, by MERGE).
+    Both end with the changes the model counts, each with the file the model says."""
+    rng = random.Random(300 + seed)
+    deliveries: list[tuple[Change, str]] = []
+    for change in history(rng, keys=8, changes=40, two_part=False):
+        for source in rng.sample(["f1", "f2", "f3"], rng.randint(1, 3)):
+            deliveries.append((change, f"file:/landing/{source}.json"))
+    carried = shape(False)
+    carried = ChangeShape(keys=carried.keys, sequence=carried.sequence, delete=carried.delete,
+                          values=carried.values, carried=("ingested_at", "source_file"))
+    expected = {(c.key, c.sequence[0], c.delete, c.row().get("name"), c.row().get("segment"), source)
+                for (c, source) in counted(deliveries).values()}
+    assert len({d[0].key + d[0].sequence for d in deliveries}) < len(deliveries)
+    for order in range(2):
+        arrived = rng.sample(deliveries, len(deliveries))
+        path = str(tmp_path / f"applied-{order}")
+        empty = spark.createDataFrame([], f"{SCHEMA}, source_file STRING, ingested_at TIMESTAMP")
+        empty.drop("seq_minor").write.format("delta").save(path)
+        cuts = sorted(rng.sample(range(1, len(arrived)), 6))
+        for batch_id, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(arrived)], strict=True)):
+            batch = spark.createDataFrame(
+                [(c.key[0], c.sequence[0], c.delete, c.row().get("segment"), c.row().get("name"),
+                  source, f"2026-01-0{batch_id + 1} 00:00:00") for c, source in arrived[a:b]],
+                "id STRING, seq_major INT, deleted BOOLEAN, segment STRING, name STRING, "
+                "source_file STRING, ingested_at STRING",
+            ).withColumn("ingested_at", F.to_timestamp("ingested_at"))
+            held = spark.read.format("delta").load(path)
+            rows = fresh_changes(distinct_changes(batch, carried), held, carried)
+            upsert_batch(rows, path, ("id", "seq_major"), f"order-{order}", batch_id,
+                         replace_if=carried.supersedes)
+        got = {((r["id"],), r["seq_major"], r["deleted"], r["name"], r["segment"], r["source_file"])
+               for r in spark.read.format("delta").load(path).collect()}
+        assert got == expected, f"arrival order {order}"

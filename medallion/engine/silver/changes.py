@@ -9,7 +9,8 @@ A batch applies its changes by recomputing the rows of the keys it touches from 
 
 Changes with one key and one sequence (re-deliveries) count once: of several that differ, a
 delete before an upsert, then the greatest by the values in the order of the columns' names, a
-null below any value.
+null below any value; of equal ones, the least by the carried columns (the input's file before
+its ingestion time), so that even what a change carries along does not depend on arrival order.
 
 A snapshot flow's rows are full exports instead, the sequence their position: its changes are
 what each export changes from the one before it (:func:`snapshot_changes`), and its applied
@@ -26,7 +27,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from medallion.io.sinks.delta import greater_than
+from medallion.io.sinks.delta import ranks_above
+from medallion.pipeline.kinds import INGESTED_AT
 from medallion.pipeline.model import IS_CURRENT, VALID_FROM, VALID_TO
 
 _RANK = "__rank"
@@ -60,6 +62,19 @@ class ChangeShape:
         values by name (nulls least)."""
         return (self.delete, *sorted(self.values))
 
+    @property
+    def order(self) -> tuple[tuple[str, bool], ...]:
+        """Which of several deliveries of one change counts (:func:`ranks_above`): the last by
+        :attr:`rank`, then of equal ones the first by the carried columns, the ingestion time
+        last (it is the one that differs between two runs that read the same input)."""
+        settled = sorted(self.carried, key=lambda c: c == INGESTED_AT)
+        return (*((c, True) for c in self.rank), *((c, False) for c in settled))
+
+    @property
+    def supersedes(self) -> str:
+        """SQL: a delivery ``s`` of a change counts instead of the delivery ``t`` held."""
+        return ranks_above(self.order)
+
     keys: tuple[str, ...]
     sequence: tuple[str, ...]
     delete: str
@@ -83,10 +98,9 @@ class ChangeShape:
 
 
 def distinct_changes(changes: DataFrame, shape: ChangeShape) -> DataFrame:
-    """One change per key and sequence: of re-deliveries, the one that ranks last."""
-    # The carried columns last, so that one of equal changes is the same one at every run.
-    ranked = [*(F.col(c).desc_nulls_last() for c in shape.rank),
-              *(F.col(c).asc_nulls_last() for c in shape.carried)]
+    """One change per key and sequence: of re-deliveries, the first in :attr:`ChangeShape.order`."""
+    ranked = [F.col(c).desc_nulls_last() if greatest else F.col(c).asc_nulls_last()
+              for c, greatest in shape.order]
     order = Window.partitionBy(*shape.keys, *shape.sequence).orderBy(*ranked)
     return (changes.withColumn(_RANK, F.row_number().over(order))
             .where(F.col(_RANK) == 1).drop(_RANK))
@@ -94,14 +108,16 @@ def distinct_changes(changes: DataFrame, shape: ChangeShape) -> DataFrame:
 
 def fresh_changes(changes: DataFrame, applied: DataFrame, shape: ChangeShape) -> DataFrame:
     """Of a batch's ``changes`` (one per key and sequence), those that change what ``applied``
-    holds: a key and sequence it has not, or a re-delivery that ranks above the one it has (as
-    the MERGE into ``applied`` decides, :func:`~medallion.io.sinks.delta.upsert_batch`)."""
+    holds: a key and sequence it has not, or a re-delivery that comes before the one it has in
+    :attr:`ChangeShape.order` (as the MERGE into ``applied`` decides with
+    :attr:`ChangeShape.supersedes`, :func:`~medallion.io.sinks.delta.upsert_batch`)."""
     identity = (*shape.keys, *shape.sequence)
-    held = applied.select(*identity, *shape.rank, F.lit(True).alias(_HELD)).alias("t")
+    ordered = dict.fromkeys(c for c, _ in shape.order)
+    held = applied.select(*identity, *ordered, F.lit(True).alias(_HELD)).alias("t")
     same = reduce(lambda a, b: a & b,
                   (F.col(f"s.`{c}`").eqNullSafe(F.col(f"t.`{c}`")) for c in identity))
     return (changes.alias("s").join(held, same, "left")
-            .where(F.col(f"t.{_HELD}").isNull() | F.expr(greater_than(shape.rank)))
+            .where(F.col(f"t.{_HELD}").isNull() | F.expr(shape.supersedes))
             .select("s.*"))
 
 

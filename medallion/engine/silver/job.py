@@ -284,7 +284,7 @@ class SilverBatchWriter:
             self.appends.append(to_quarantine, flow.quarantine.path(settings), app_id, batch_id)
             applied_id = txn_app_id(applied.key, query_id)
             if region is None:
-                upsert_batch(rows, log_path, identity, applied_id, batch_id, latest_by=shape.rank)
+                upsert_batch(rows, log_path, identity, applied_id, batch_id, replace_if=shape.supersedes)
             else:
                 replace_batch(rows, region, log_path, identity, applied_id, batch_id)
             if distinct:

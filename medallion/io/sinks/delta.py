@@ -410,11 +410,20 @@ class BatchAppends:
 
 def greater_than(columns: Sequence[str]) -> str:
     """SQL: the source row ``s`` is greater than the target ``t`` by ``columns`` (nulls lowest)."""
-    first, rest = f"`{columns[0]}`", columns[1:]
-    greater = f"(s.{first} > t.{first} OR (t.{first} IS NULL AND s.{first} IS NOT NULL))"
+    return ranks_above([(column, True) for column in columns])
+
+
+def ranks_above(order: Sequence[tuple[str, bool]]) -> str:
+    """SQL: the source row ``s`` comes before the target ``t`` in ``order``, column by column:
+    ``(column, True)`` puts the greatest first (nulls last), ``(column, False)`` the least
+    first (nulls last)."""
+    (column, greatest), rest = order[0], order[1:]
+    first = f"`{column}`"
+    before = (f"(s.{first} {'>' if greatest else '<'} t.{first} "
+              f"OR (t.{first} IS NULL AND s.{first} IS NOT NULL))")
     if not rest:
-        return greater
-    return f"({greater} OR (s.{first} <=> t.{first} AND {greater_than(rest)}))"
+        return before
+    return f"({before} OR (s.{first} <=> t.{first} AND {ranks_above(rest)}))"
 
 
 @dataclass(frozen=True)
@@ -441,12 +450,14 @@ def batch_range(df: DataFrame, column: str | None) -> BatchRange:
 def upsert_batch(
     df: DataFrame, path: str, keys: Sequence[str], app_id: str, batch_id: int,
     latest_by: Sequence[str] = (), prune_by: str | None = None, within: BatchRange | None = None,
+    replace_if: str | None = None,
 ) -> None:
     """MERGE a micro-batch on ``keys`` (update the matched rows, insert the rest), once.
 
     Keys compare null-safe (``<=>``): a group whose key is null (a declared grouping column with
     no value) is one row, updated in place, not a new row at every update. With ``latest_by`` a
-    matched row is replaced only by a greater one (by those columns in order, nulls lowest).
+    matched row is replaced only by a greater one (by those columns in order, nulls lowest);
+    with ``replace_if`` (SQL over ``s`` and ``t``), only where that holds.
 
     ``prune_by``, one of the keys (a window's start): the condition also bounds the target's
     column to the batch's range of it, as literals, so that Delta skips every file of the table
@@ -468,7 +479,7 @@ def upsert_batch(
         (
             DeltaTable.forPath(spark, path).alias("t")
             .merge(df.alias("s"), condition)
-            .whenMatchedUpdateAll(condition=greater_than(latest_by) if latest_by else None)
+            .whenMatchedUpdateAll(condition=replace_if or (greater_than(latest_by) if latest_by else None))
             .whenNotMatchedInsertAll()
             .execute()
         )
