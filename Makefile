@@ -31,13 +31,18 @@ setup: $(STAMP) ## create .venv, install the package and fetch Spark's JVM jars
 # The sample's events end a few hours before now, so its freshness expectation holds.
 SAMPLE_START = $(shell $(PYTHON) -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) - d.timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"))')
 
-run: setup ## sample data (events generated, orders from samples/), bronze -> silver -> gold, show the gold tables
+run: setup ## sample data (events generated, orders and account changes from samples/), bronze -> silver -> gold, show the gold tables and an account history
 	$(BIN)/medallion generate --events 20000 --files 4 --burst sample --seed 7 --start $(SAMPLE_START)
 	$(BIN)/medallion land --entity orders samples/landing/orders/*.csv
 	$(BIN)/medallion land --entity products samples/landing/products/*.csv
 	$(BIN)/medallion land --entity stores samples/landing/stores/*.csv
+	$(BIN)/medallion land --entity account_changes samples/landing/account_changes/*.jsonl
 	$(BIN)/medallion run all
 	$(BIN)/medallion show --limit 10
+	$(BIN)/medallion sql "$(ACCOUNT_HISTORY)"
+
+ACCOUNT_HISTORY = SELECT account_id, plan, country, valid_from, valid_to, is_current \
+	FROM silver.account_history ORDER BY account_id, valid_from
 
 TEST_NEEDS := setup s3proxy kafka-jars chromium airflow-venv
 # One pytest process (one Spark JVM) per group, the quick ones first; every group runs, and the

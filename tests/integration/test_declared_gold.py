@@ -48,7 +48,7 @@ gold:
 """, encoding="utf-8")
     settings = load_settings(env="local", conf_dir=conf, landing=str(tmp_path / "landing"),
                              lakehouse=str(tmp_path / "lakehouse"))
-    assert [p.name for p in settings.pipelines] == ["events", "orders"]
+    assert [p.name for p in settings.pipelines] == ["accounts", "events", "orders"]
     orders = settings.pipeline("orders")
     settings = dataclasses.replace(settings, pipelines=(orders,))  # its gold tables alone
     silver = TableSpec.from_decl(orders.table("silver/order_lines"))

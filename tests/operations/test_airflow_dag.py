@@ -83,12 +83,12 @@ def test_each_declared_pipeline_has_a_dag_submitting_its_all_maintain_job(tmp_pa
                       MEDALLION_SUBMIT_OPTIONS=SUBMIT_OPTIONS)
     report = parse_dags(tmp_path, env, link=True)  # no MEDALLION_HOME: the link's checkout
     assert report["import_errors"] == {}
-    # conf/pipelines/events.yaml and orders.yaml
-    assert sorted(report["dags"]) == ["medallion_events", "medallion_orders"]
+    # conf/pipelines/accounts.yaml, events.yaml and orders.yaml
+    assert sorted(report["dags"]) == ["medallion_accounts", "medallion_events", "medallion_orders"]
     # One call of `medallion submit-cmd` per parse (about 1 s; Airflow parses every 30 s and
     # gives up on a file after 30 s by default).
     assert report["parse_seconds"] < 10, report["parse_seconds"]
-    for pipeline in ("events", "orders"):
+    for pipeline in ("accounts", "events", "orders"):
         dag = report["dags"][f"medallion_{pipeline}"]
         assert (dag["timetable"], dag["schedule_seconds"]) == ("DeltaTriggerTimetable", 600)
         assert (dag["max_active_runs"], dag["catchup"], dag["tags"]) == (1, False, ["medallion"])

@@ -20,6 +20,9 @@ GOLD_QUARANTINES = {f"{key}_quarantine" for key in GOLD}
 ORDERS_SILVER = {"silver/order_lines", "silver/order_lines_quarantine"}
 ORDERS_GOLD = {"gold/category_revenue_1h", "gold/store_sessions",
                "gold/category_revenue_1h_quarantine", "gold/store_sessions_quarantine"}
+# The third, conf/pipelines/accounts.yaml: change flows, each with its applied changes
+ACCOUNTS_SILVER = {f"silver/{name}{part}" for name in ("accounts", "account_history")
+                   for part in ("", "_quarantine", "_changes")}
 
 
 def keys(plan: object) -> set[str]:
@@ -29,7 +32,8 @@ def keys(plan: object) -> set[str]:
 def test_refreshing_silver_metrics_reruns_silver_then_gold(settings: Settings) -> None:
     plan = plan_backfill(None, settings, "monitoring/silver_batches", None, None,  # type: ignore[arg-type]
                          full_refresh=True)
-    assert keys(plan) == METRICS | SILVER | GOLD | GOLD_QUARANTINES | ORDERS_SILVER | ORDERS_GOLD
+    assert keys(plan) == (METRICS | SILVER | GOLD | GOLD_QUARANTINES | ORDERS_SILVER | ORDERS_GOLD
+                          | ACCOUNTS_SILVER)
     assert plan.first_layer == "silver"
     assert plan.metrics_of == ()  # deleted whole
 

@@ -42,7 +42,7 @@ def test_run_refuses_an_undeclared_pipeline_before_spark_starts(
                    "--landing", str(tmp_path / "landing"), "--lakehouse", str(tmp_path / "lake")])
     assert status == 2
     err = capsys.readouterr().err
-    assert "--pipeline" in err and "'invoices'" in err and "declared: events, orders" in err
+    assert "--pipeline" in err and "'invoices'" in err and "declared: accounts, events, orders" in err
     assert not (tmp_path / "lake").exists()
 
 
@@ -189,7 +189,7 @@ def test_medallion_pipelines_checks_and_prints_the_graph_without_spark(
     assert main(["pipelines", "--conf-dir", str(REPO / "conf")]) == 0
     out = capsys.readouterr().out
     assert "gold/user_sessions  <- aggregate:user_sessions: aggregate silver/events" in out
-    assert "2 pipeline(s) valid" in out
+    assert "3 pipeline(s) valid" in out
 
 
 def test_medallion_pipelines_takes_the_common_options_before_the_command_too(

@@ -145,7 +145,7 @@ def test_settings_carry_the_declared_pipelines_with_the_environment_overlay(tmp_
     conf = write_conf(tmp_path, BASE, local="", prod="catalog:\n  metastore: in-memory\n")
     (conf / "pipelines" / "events.prod.yaml").write_text("watermark: 30 minutes\n")
     local, prod = (load_settings(env=env, conf_dir=conf) for env in ("local", "prod"))
-    assert [p.name for p in local.pipelines] == ["events", "orders"]
+    assert [p.name for p in local.pipelines] == ["accounts", "events", "orders"]
     assert (local.pipeline("events").watermark, prod.pipeline("events").watermark) == (
         "10 minutes", "30 minutes")
     pipeline, gold = prod.declared_table("gold.segment_revenue_1h")

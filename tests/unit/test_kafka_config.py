@@ -81,7 +81,8 @@ def test_read_from_kafka_chooses_the_kafka_alternative(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from_file = _load(tmp_path, "sources:\n  read_from: kafka\n")
     assert from_file.read_from is ReadFrom.KAFKA
-    assert [s.name for s in from_file.active_sources(from_file.pipelines[0])][0] == "events_kafka"
+    events = from_file.pipeline("events")
+    assert [s.name for s in from_file.active_sources(events)][0] == "events_kafka"
     assert _load(tmp_path, "").read_from is ReadFrom.FILES
     monkeypatch.setenv("MEDALLION_READ_FROM", "kafka")
     assert _load(tmp_path, "").read_from is ReadFrom.KAFKA

@@ -40,8 +40,9 @@ FIXTURE_ORDERS = Path(__file__).resolve().parent / "pipeline_fixtures" / "pipeli
 
 def test_a_file_goes_to_the_one_source_whose_glob_matches(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    # only events reads *.json
+    # only events reads *.json, only account_changes *.jsonl
     assert source_of(Path("x/batch-1.json"), None, settings).name == "events"
+    assert source_of(Path("x/2026-03-01.jsonl"), None, settings).name == "account_changes"
 
 
 def test_a_name_several_sources_read_needs_the_source_named(tmp_path: Path) -> None:
@@ -57,7 +58,8 @@ def test_a_name_several_sources_read_needs_the_source_named(tmp_path: Path) -> N
 
 def test_an_unknown_or_kafka_source_is_refused(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    with pytest.raises(LandingError, match="unknown source 'events_kafka'.*file sources: events"):
+    with pytest.raises(LandingError,
+                       match="unknown source 'events_kafka'.*file sources: account_changes, events"):
         source_of(Path("x/a.json"), "events_kafka", settings)
     with pytest.raises(LandingError, match="no source reads"):
         source_of(Path("x/a.txt"), None, settings)

@@ -53,7 +53,7 @@ def test_a_file_transport_adds_the_listener_its_jar_and_its_settings(
     expected = {
         "spark.extraListeners": LISTENER,
         "spark.openlineage.namespace": "medallion",
-        "spark.openlineage.appName": "medallion_events_orders",  # every declared pipeline runs
+        "spark.openlineage.appName": "medallion_accounts_events_orders",  # every declared pipeline runs
         "spark.openlineage.transport.type": "file",
         "spark.openlineage.transport.location": events,
     }
@@ -77,7 +77,7 @@ def test_an_http_transport_posts_to_the_url_and_keeps_a_configured_listener(tmp_
     expected = {
         "spark.extraListeners": f"com.example.Audit,{LISTENER}",
         "spark.openlineage.namespace": "lakehouse/prod",
-        "spark.openlineage.appName": "nightly_events_orders",
+        "spark.openlineage.appName": "nightly_accounts_events_orders",
         "spark.openlineage.transport.type": "http",
         "spark.openlineage.transport.url": "http://127.0.0.1:5000",
     }

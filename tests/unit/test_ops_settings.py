@@ -224,13 +224,13 @@ def test_per_pipeline_gives_each_pipeline_the_command_its_own_submit_cmd_prints(
         return capsys.readouterr().out
 
     jobs = json.loads(printed("--per-pipeline", "--format", "json"))
-    assert list(jobs) == ["events", "orders"]  # conf/pipelines/*.yaml, in name order
+    assert list(jobs) == ["accounts", "events", "orders"]  # conf/pipelines/*.yaml, in name order
     for name, job in jobs.items():
         assert job == json.loads(printed("--pipeline", name, "--format", "json"))
         assert job["application_args"][-3:] == ["--pipeline", name, "--maintain"]
         assert job["conf"]["spark.a"] == "b"
     assert printed("--per-pipeline").splitlines() == [
-        printed("--pipeline", "events").strip(), printed("--pipeline", "orders").strip()]
+        printed("--pipeline", name).strip() for name in ("accounts", "events", "orders")]
     only = json.loads(printed("--per-pipeline", "--pipeline", "orders", "--format", "json"))
     assert list(only) == ["orders"] and only["orders"] == jobs["orders"]
 

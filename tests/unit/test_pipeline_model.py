@@ -356,7 +356,7 @@ def test_rendering_lists_tables_flows_and_edges(events: PipelineSpec) -> None:
 def test_cli_prints_the_graph_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--conf-dir", str(CONF), "--env", "local"]) == 0
     out = capsys.readouterr().out
-    assert "pipeline events" in out and "gold/user_sessions" in out and "2 pipeline(s) valid" in out
+    assert "pipeline events" in out and "gold/user_sessions" in out and "3 pipeline(s) valid" in out
 
 
 def test_cli_names_key_and_file_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
