@@ -37,8 +37,9 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from medallion.config.durations import parse_duration_seconds
 from medallion.config.model import DEFAULT_VACUUM_RETENTION_HOURS, TriggerKind
-from medallion.engine.silver.changes import ChangeShape, superseded_changes
+from medallion.engine.silver.changes import ChangeShape, expired_deletes, superseded_changes
 from medallion.engine.silver.job import silver_flow
 from medallion.io.hadoopfs import hadoop_path, path_exists, read_text, write_text
 from medallion.io.tables import TableSpec, lakehouse_tables
@@ -199,9 +200,11 @@ def apply_clustering(spark: SparkSession, key: str, path: str,
 
 def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None,
              retention_hours: int | None = None, allow_short_retention: bool = False,
-             optimize: bool = True, vacuum: bool = True) -> list[TableMaintenance]:
+             optimize: bool = True, vacuum: bool = True,
+             now: datetime | None = None) -> list[TableMaintenance]:
     """OPTIMIZE (Z-ordered or clustered where declared) then VACUUM each existing table; report
-    file counts."""
+    file counts. A type-1 change flow's applied changes lose the changes its table no longer
+    needs (:func:`remove_superseded`, which counts a delete's time kept to ``now``)."""
     hours = settings.maintenance.vacuum_retention_hours if retention_hours is None else retention_hours
     check_retention(hours, allow_short_retention)
     small = settings.maintenance.small_file_mb * 1024 * 1024
@@ -217,7 +220,7 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
         zorder = settings.maintenance.zorder.get(spec.key, ())
         cluster_by = settings.maintenance.cluster_by.get(spec.key, ())
         reclustered = apply_clustering(spark, spec.key, path, cluster_by)
-        superseded = (remove_superseded(spark, path, type_one[spec.key])
+        superseded = (remove_superseded(spark, path, type_one[spec.key], now)
                       if optimize and spec.key in type_one else 0)
         removed = 0
         if optimize:
@@ -247,25 +250,47 @@ def maintain(spark: SparkSession, settings: Settings, tables: Sequence[str] | No
     return results
 
 
-def type_one_changes(settings: Settings) -> dict[str, ChangeShape]:
-    """The applied changes of every change flow kept as SCD type 1, by table key, with the shape
-    of their changes. A snapshot flow's are kept whole: an export that comes after later ones is
-    compared with the exports around it, which its applied changes say."""
+@dataclass(frozen=True)
+class TypeOneChanges:
+    """A type-1 flow's applied changes: the ``shape`` of its changes, and for how many seconds
+    after its ingestion a deleted key's delete is kept (None: for good)."""
+
+    shape: ChangeShape
+    keep_deletes_seconds: int | None = None
+
+
+def type_one_changes(settings: Settings) -> dict[str, TypeOneChanges]:
+    """The applied changes of every change flow kept as SCD type 1, by table key. A snapshot
+    flow's are kept whole: an export that comes after later ones is compared with the exports
+    around it, which its applied changes say."""
     found = {}
     for pipeline in settings.pipelines:
         for silver in pipeline.silver:
-            if silver.changes is not None and silver.changes.scd == 1 and not silver.changes.snapshot:
+            changes = silver.changes
+            if changes is not None and changes.scd == 1 and not changes.snapshot:
                 shape = silver_flow(settings, pipeline, silver).transforms.changes
                 assert shape is not None
-                found[silver.changes_key] = shape
+                key = f"silver.{silver.name}.changes.keep_deletes_for"
+                kept = (None if changes.keep_deletes_for is None else parse_duration_seconds(
+                    changes.keep_deletes_for, key, pipeline.source_of(key)))
+                found[silver.changes_key] = TypeOneChanges(shape, kept)
     return found
 
 
-def remove_superseded(spark: SparkSession, path: str, shape: ChangeShape) -> int:
+def remove_superseded(spark: SparkSession, path: str, flow: TypeOneChanges,
+                      now: datetime | None = None) -> int:
     """Delete the applied changes of a type-1 flow below their key's latest (one MERGE on the key
-    and sequence); return how many. The table's rows, and what a later change does, stay the same:
-    a change older than its key's latest is refused whether that one is kept or not."""
-    stale = superseded_changes(DeltaTable.forPath(spark, path).toDF(), shape).persist()
+    and sequence), and each deleted key's delete once kept its declared time; return how many.
+    The table's rows stay the same, and so does what a later change does, but for a change of a
+    key whose delete was removed: older than the delete, it is applied as the key's first.
+    ``now``: what the time kept counts to (the clock's time by default)."""
+    shape = flow.shape
+    applied = DeltaTable.forPath(spark, path).toDF()
+    stale = superseded_changes(applied, shape)
+    if flow.keep_deletes_seconds is not None:
+        before = (now or datetime.now(timezone.utc)) - timedelta(seconds=flow.keep_deletes_seconds)
+        stale = stale.unionByName(expired_deletes(applied, shape, before))
+    stale = stale.persist()
     try:
         count = stale.count()  # read before the MERGE changes the table it is read from
         if count:

@@ -356,11 +356,21 @@ def _changes(reader: DeclarationReader, section: Mapping[str, Any], key: str) ->
         raise reader.error(f"{prefix}.track_history_except_columns",
                            "give track_history_columns or track_history_except_columns, not both")
     snapshot_by = reader.optional_text(spec, "snapshot_by", prefix)
+    keep_deletes_for = None
+    if spec.get("keep_deletes_for") is not None:
+        keep_deletes_for = reader.duration(spec, "keep_deletes_for", prefix=prefix, positive=True)
+        if scd != 1:
+            raise reader.error(f"{prefix}.keep_deletes_for", "applies to scd: 1 only (type 2 keeps "
+                                                             "every change: a delete ends a version)")
+        if snapshot_by is not None:
+            raise reader.error(f"{prefix}.keep_deletes_for", "a flow of full exports keeps its "
+                                                             "applied changes whole")
     if snapshot_by is None:
         return ChangesSpec(keys=reader.names(spec, "keys", prefix),
                            sequence_by=reader.names(spec, "sequence_by", prefix),
                            delete_when=reader.optional_text(spec, "delete_when", prefix),
-                           scd=scd, track_history=tracked, track_history_except=untracked)
+                           scd=scd, track_history=tracked, track_history_except=untracked,
+                           keep_deletes_for=keep_deletes_for)
     # A snapshot's changes are what differs from the export before: its position orders them and
     # a key the export lacks is deleted.
     for option in ("sequence_by", "delete_when"):

@@ -227,7 +227,10 @@ class ChangesSpec:
 
     ``snapshot``: each row is a key's row in a full export, ``sequence_by`` its one column the
     export's position; the changes are what differs from the export before (a key it lacks is
-    deleted)."""
+    deleted).
+
+    ``keep_deletes_for`` (type 1): how long after it was ingested maintenance keeps the delete of
+    a deleted key, which refuses the key's older changes; None: for good."""
 
     keys: tuple[str, ...]
     sequence_by: tuple[str, ...]
@@ -236,6 +239,7 @@ class ChangesSpec:
     track_history: tuple[str, ...] | None = None
     track_history_except: tuple[str, ...] = ()
     snapshot: bool = False
+    keep_deletes_for: str | None = None  # type 1: how long maintenance keeps a key's delete
 
     @property
     def order_key(self) -> str:

@@ -49,7 +49,9 @@ def _silver_details(spec: PipelineSpec, key: str, by_key: Mapping[str, TableDecl
         else:
             what = (f"changes of key {', '.join(changes.keys)} in order of "
                     f"{', '.join(changes.sequence_by)}, SCD type {changes.scd} ({kept}); "
-                    + (f"deletes when {changes.delete_when}" if changes.delete_when else "no deletes"))
+                    + (f"deletes when {changes.delete_when}" if changes.delete_when else "no deletes")
+                    + (f", kept {changes.keep_deletes_for} after ingestion"
+                       if changes.keep_deletes_for else ""))
         lines = [f"parse {silver.parse.value}; {what}",
                  f"MERGE on {', '.join(by_key[key].merge_keys)}, from {silver.changes_key}"]
     if silver.event_time:

@@ -91,6 +91,8 @@ CHANGES: dict[str, Schema] = {
     "snapshot_by": {**TEXT, "description": "a column: rows are full exports, this their position"},
     "delete_when": {**TEXT, "description": "a SQL predicate: the change deletes its key"},
     "scd": {"enum": [1, 2]}, "track_history_columns": NAMES, "track_history_except_columns": NAMES,
+    "keep_deletes_for": {**DURATION, "description": "scd: 1: how long `medallion maintain` keeps "
+                                                    "a deleted key's delete after it was ingested"},
 }
 ENRICH: dict[str, Schema] = {
     "join": mapping_of(TEXT),

@@ -478,6 +478,9 @@ def _check_changes(check: _Checker, silver: SilverSpec, changes: ChangesSpec,
     if changes.delete_when is not None:
         check.predicate(f"{key}.delete_when", changes.delete_when, typed,
                         f"the delete predicate of {silver.key}")
+    if changes.keep_deletes_for is not None and INGESTED_AT not in silver.keep:
+        raise check.fail(f"{key}.keep_deletes_for", f"counts from {INGESTED_AT}, which "
+                                                    f"silver.{silver.name}.keep does not keep")
 
 
 def _check_gold(check: _Checker, spec: PipelineSpec, gold: GoldSpec,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from medallion.ops.maintenance import maintain
 from medallion.ops.plan import Verdict, collect_plan
 from medallion.project import Settings
 from tests.change_feeds import PIPELINE, WITH_DEBEZIUM, change_settings, debezium_event, history, line
-from tests.reference_cdc import Version, scd1, scd2
+from tests.reference_cdc import Change, Version, scd1, scd2
 
 
 def table(spark: SparkSession, settings: Settings, name: str) -> list[Any]:
@@ -136,3 +137,51 @@ def test_maintenance_keeps_a_type_one_flows_latest_changes_alone(
     assert {(r["id"],): {"name": r["name"], "segment": r["segment"]}
             for r in table(spark, settings, "customers")} == scd1(changes)
     assert history_versions(spark, settings) == scd2(changes, tracked=["segment"])
+
+
+def test_a_deleted_keys_delete_is_kept_its_declared_time_then_forgotten(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """``keep_deletes_for``: maintenance keeps a deleted key's delete, which refuses the key's
+    older changes, until it was ingested that long ago; then removes it, and a late change of
+    the key older than the delete is applied as the key's first."""
+    pipeline = PIPELINE.replace("      delete_when: op = 'd'\n  customers_history:",
+                                "      delete_when: op = 'd'\n      keep_deletes_for: 1 hour\n"
+                                "  customers_history:")
+    assert "keep_deletes_for" in pipeline
+    settings = change_settings(tmp_path, pipeline)
+    upsert = {"name": "Ann", "segment": "s"}
+    first = [Change(("c1",), (10,), False, tuple(upsert.items())), Change(("c1",), (20,), True),
+             Change(("c2",), (10,), False, tuple(upsert.items())), Change(("c2",), (30,), True),
+             Change(("c2",), (40,), False, tuple(upsert.items())),
+             Change(("c3",), (10,), False, tuple(upsert.items()))]
+    folder = Path(settings.paths.landing) / "customer_changes"
+    folder.mkdir(parents=True)
+    (folder / "first.json").write_text("\n".join(line(c) for c in first) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+
+    def applied() -> list[tuple[str, int, bool]]:
+        return sorted((r["id"], r["seq"], r["_deleted"]) for r in table(spark, settings, "customers_changes"))
+
+    def removed(now: datetime) -> int:
+        done = maintain(spark, settings, ["silver/customers_changes"], now=now)
+        return done[0].changes_removed
+
+    ingested = max(r["ingested_at"] for r in table(spark, settings, "customers_changes"))
+    ingested = ingested.replace(tzinfo=timezone.utc)
+    # Within the hour: only what is below each key's latest goes; c1's delete stays.
+    assert removed(ingested + timedelta(minutes=59)) == 3
+    assert applied() == [("c1", 20, True), ("c2", 40, False), ("c3", 10, False)]
+    late = Change(("c1",), (15,), False, (("name", "Bo"), ("segment", "g")))
+    (folder / "late.json").write_text(line(late) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    assert "c1" not in {r["id"] for r in table(spark, settings, "customers")}  # refused: older
+
+    # An hour after: c1's delete goes too (with the late change below it); a change of c1
+    # older than the delete now makes its row.
+    assert removed(ingested + timedelta(hours=1, seconds=1)) == 2
+    assert applied() == [("c2", 40, False), ("c3", 10, False)]
+    (folder / "later.json").write_text(line(Change(("c1",), (12,), False, (("name", "Cy"),
+                                                                             ("segment", "b")))) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    rows = {r["id"]: (r["seq"], r["name"], r["segment"]) for r in table(spark, settings, "customers")}
+    assert rows == {"c1": (12, "Cy", "b"), "c2": (40, "Ann", "s"), "c3": (10, "Ann", "s")}

@@ -7,6 +7,7 @@ deliveries arrive in."""
 from __future__ import annotations
 
 import random
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from medallion.engine.silver.changes import (
     VALID_TO,
     ChangeShape,
     distinct_changes,
+    expired_deletes,
     fresh_changes,
     scd1_rows,
     scd2_versions,
@@ -135,3 +137,18 @@ def test_applied_changes_do_not_depend_on_the_order_deliveries_arrive_in(
         got = {((r["id"],), r["seq_major"], r["deleted"], r["name"], r["segment"], r["source_file"])
                for r in spark.read.format("delta").load(path).collect()}
         assert got == expected, f"arrival order {order}"
+
+
+def test_a_deleted_keys_delete_expires_once_ingested_before_the_time_given(spark: SparkSession) -> None:
+    """Only a key's latest change, a delete, ingested before the time given: not an older delete
+    of a key changed since, nor a delete ingested at or after that time."""
+    rows = [("k1", 1, False, "a", "2026-01-01 00:00:00"), ("k1", 2, True, None, "2026-01-01 00:00:00"),
+            ("k2", 1, True, None, "2026-01-01 00:00:00"), ("k2", 2, False, "b", "2026-01-01 00:00:00"),
+            ("k3", 5, True, None, "2026-01-02 00:00:00"), ("k4", 3, True, None, "2026-01-01 12:00:00")]
+    applied = spark.createDataFrame(rows, "id STRING, seq_major INT, deleted BOOLEAN, name STRING, "
+                                          "ingested_at STRING").withColumn("ingested_at",
+                                                                           F.to_timestamp("ingested_at"))
+    flow = ChangeShape(keys=("id",), sequence=("seq_major",), delete="deleted", values=("name",),
+                       carried=("ingested_at",))
+    before = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    assert sorted(tuple(r) for r in expired_deletes(applied, flow, before).collect()) == [("k1", 2)]

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from medallion.pipeline.graph import build_graph
 from medallion.pipeline.kinds import OutputMode, ParseMode, TableRole, debezium_event_path
+from medallion.pipeline.render import render_graph
 from tests.pipeline_trees import load_tree, refused
 
 Tree = dict[str, Any]
@@ -52,13 +54,26 @@ def test_a_change_flow_derives_its_table_history_columns_and_applied_changes(tmp
     assert "missing_segment" not in silver.reasons()
 
 
+def _type_1(tree: Tree) -> None:
+    _changes(tree).update(scd=1, sequence_by="lsn")
+    del _changes(tree)["track_history_except_columns"]
+
+
 def test_type_1_keeps_one_row_per_key(tmp_path: Path) -> None:
-    def type_1(tree: Tree) -> None:
-        _changes(tree).update(scd=1, sequence_by="lsn")
-        del _changes(tree)["track_history_except_columns"]
-    table = _load(tmp_path, type_1).table("silver/customers")
+    table = _load(tmp_path, _type_1).table("silver/customers")
     assert (table.mode, table.merge_keys) == (OutputMode.UPDATE, ("id",))
     assert "valid_from" not in table.column_names
+
+
+def test_type_1_may_keep_its_deletes_for_a_declared_time(tmp_path: Path) -> None:
+    def kept(tree: Tree) -> None:
+        _type_1(tree)
+        _changes(tree)["keep_deletes_for"] = "30 days"
+    spec = _load(tmp_path, kept)
+    assert spec.silver[0].changes is not None and spec.silver[0].changes.keep_deletes_for == "30 days"
+    plan = render_graph(spec, build_graph(spec), spec.tables())
+    assert "deletes when op = 'd', kept 30 days after ingestion" in plan
+    assert _load(tmp_path, _type_1).silver[0].changes.keep_deletes_for is None  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("change", "key", "words"), [
@@ -81,6 +96,15 @@ def test_type_1_keeps_one_row_per_key(tmp_path: Path) -> None:
     (lambda t: t["silver"]["customers"]["columns"].update(valid_to="BIGINT"),
      "silver.customers.columns.valid_to", "a change flow adds itself"),
     (lambda t: t["silver"]["customers"].pop("changes"), "silver.customers.dedup", "required"),
+    (lambda t: _changes(t).update(keep_deletes_for="30 days"), "silver.customers.changes.keep_deletes_for",
+     "scd: 1 only"),
+    (lambda t: (_type_1(t), _changes(t).update(keep_deletes_for="a month")),
+     "silver.customers.changes.keep_deletes_for", "not a duration"),
+    (lambda t: (_type_1(t), _changes(t).update(keep_deletes_for="0 days")),
+     "silver.customers.changes.keep_deletes_for", "longer than zero"),
+    (lambda t: (_type_1(t), _changes(t).update(keep_deletes_for="30 days"),
+                t["silver"]["customers"].update(keep=["source_file"])),
+     "silver.customers.changes.keep_deletes_for", "counts from ingested_at"),
 ])
 def test_a_wrong_change_declaration_is_refused_naming_its_key(
         tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:

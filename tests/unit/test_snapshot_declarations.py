@@ -65,6 +65,8 @@ def test_an_export_position_orders_the_changes_and_bounds_the_versions(tmp_path:
     (lambda t: _changes(t).update(snapshot_by="id"), "silver.customers.changes.snapshot_by",
      "a key column cannot order"),
     (lambda t: _changes(t).pop("snapshot_by"), "silver.customers.changes.sequence_by", "required"),
+    (lambda t: _changes(t).update(scd=1, keep_deletes_for="7 days"),
+     "silver.customers.changes.keep_deletes_for", "keeps its applied changes whole"),
 ])
 def test_a_wrong_snapshot_declaration_is_refused_naming_its_key(
         tmp_path: Path, change: Callable[[Tree], None], key: str, words: str) -> None:

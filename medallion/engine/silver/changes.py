@@ -22,6 +22,7 @@ are made again from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -128,6 +129,16 @@ def superseded_changes(applied: DataFrame, shape: ChangeShape) -> DataFrame:
     latest = Window.partitionBy(*shape.keys).orderBy(*(F.col(c).desc() for c in shape.sequence))
     return (applied.withColumn(_RANK, F.row_number().over(latest))
             .where(F.col(_RANK) > 1).select(*shape.keys, *shape.sequence))
+
+
+def expired_deletes(applied: DataFrame, shape: ChangeShape, before: datetime) -> DataFrame:
+    """Of a type-1 flow's applied changes, the key and sequence of each key's latest change when
+    it is a delete ingested before ``before``: kept, it refuses every older change of the key
+    that arrives later; forgotten, such a change is applied as the key's first."""
+    latest = Window.partitionBy(*shape.keys).orderBy(*(F.col(c).desc() for c in shape.sequence))
+    return (applied.withColumn(_RANK, F.row_number().over(latest))
+            .where((F.col(_RANK) == 1) & F.col(shape.delete) & (F.col(INGESTED_AT) < F.lit(before)))
+            .select(*shape.keys, *shape.sequence))
 
 
 def scd1_rows(changes: DataFrame, shape: ChangeShape) -> DataFrame:
