@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.monotonic() - started
             timings[variant].append(seconds)
             if variant == "gated":
-                gate_seconds.append(runs[0].gate_seconds)
+                gate_seconds.append({run.table: run for run in runs}["silver/events"].gate_seconds)
             last[variant] = settings
             log.info("silver %s run %d: %.1fs", variant, repeat, seconds)
 

@@ -138,7 +138,8 @@ def test_warn_records_drop_quarantines_and_the_accounting_holds(
             metrics["rows_out"]) == (6, 2, 1, 3)
     # The invariant: bronze = silver + quarantine + duplicates removed.
     assert _rows(spark, BRONZE_EVENTS.path(gated)) == 6 == 3 + 2 + 1
-    assert runs[0].quarantined == 2 and runs[0].duplicates_removed == 1
+    events = {run.table: run for run in runs}["silver/events"]
+    assert events.quarantined == 2 and events.duplicates_removed == 1
 
 
 AMOUNT_RULE = """
