@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 
 TYPE_WIDENING = "typeWidening"
+DELETION_VECTORS = "deletionVectors"
 
 
 def read_widened_tables() -> None:
@@ -55,6 +56,12 @@ def read_widened_tables() -> None:
 def widened(table: DeltaTable) -> bool:
     """Whether a column of the table was widened in place (its reader features say so)."""
     return TYPE_WIDENING in (table.protocol().reader_features or ())
+
+
+def has_deletion_vectors(table: DeltaTable) -> bool:
+    """Whether the table may hold deletion vectors (its reader features say so): a pyarrow
+    dataset of it would keep the rows they mark."""
+    return DELETION_VECTORS in (table.protocol().reader_features or ())
 
 
 class DeltaReadError(Exception):
@@ -342,10 +349,10 @@ def read_columns(table: DeltaTable, columns: Sequence[str], name: str = "",
     Read by delta-rs's own engine, which applies deletion vectors and column mapping; rows in no
     particular order. ``predicate`` (DataFusion SQL) keeps only the rows matching it. A table with
     a widened column is read as a pyarrow dataset, which casts the older files' types (no
-    predicate then).
+    predicate then), unless it has deletion vectors, which a dataset would not apply.
     """
     try:
-        if widened(table) and predicate is None:
+        if widened(table) and predicate is None and not has_deletion_vectors(table):
             return table.to_pyarrow_dataset().to_table(columns=list(columns))
         return arrow_table(table.scan(columns=list(columns), predicate=predicate))
     except Exception as exc:  # noqa: BLE001 - delta-rs and pyarrow raise many kinds

@@ -28,6 +28,7 @@ class TableSpec:
     schema_ddl: str
     comment: str
     folder: str | None = None  # folder under the lakehouse when it differs from the layer
+    deletion_vectors: bool = False  # made with deletion vectors (TableDecl.deletion_vectors)
 
     @property
     def qualified_name(self) -> str:
@@ -65,7 +66,8 @@ class TableSpec:
     @classmethod
     def from_decl(cls, decl: TableDecl) -> TableSpec:
         """The spec of a table a pipeline declares (same path, checkpoint and catalog name)."""
-        return cls(decl.layer.value, decl.name, decl.schema_ddl, decl.doc.comment)
+        return cls(decl.layer.value, decl.name, decl.schema_ddl, decl.doc.comment,
+                   deletion_vectors=decl.deletion_vectors)
 
     def path(self, settings: Settings) -> str:
         """Location of the table's Delta log and files."""

@@ -71,6 +71,9 @@ class TableDecl:
     merge_keys: tuple[str, ...] = ()
     quarantine: str | None = None  # key of the table its rejected rows go to
     declared_at: str = ""  # key path of the declaration, for messages
+    # Made with deletion vectors: a MERGE marks the rows it replaces instead of rewriting their
+    # files. A change flow's tables, whose every batch replaces rows of keys spread over all files.
+    deletion_vectors: bool = False
 
     @property
     def key(self) -> str:
@@ -229,7 +232,8 @@ class PipelineSpec:
             history = ((Field(VALID_FROM, position), Field(VALID_TO, position),
                         Field(IS_CURRENT, BOOLEAN)) if changes.scd == 2 else ())
             table = replace(table, fields=(*fields, *history), mode=OutputMode.UPDATE,
-                            merge_keys=(*changes.keys, *((VALID_FROM,) if history else ())))
+                            merge_keys=(*changes.keys, *((VALID_FROM,) if history else ())),
+                            deletion_vectors=True)
         quarantine = TableDecl(
             Layer.SILVER, f"{silver.name}_quarantine", TableRole.QUARANTINE,
             (*record, *keys, QUARANTINE_REASONS, *kept),
@@ -243,7 +247,8 @@ class PipelineSpec:
             Layer.SILVER, f"{silver.name}_changes", TableRole.CHANGES, (*fields, Field(DELETED, BOOLEAN)),
             TableDoc(comment=f"The changes {silver.key} is kept from, one per key and sequence, "
                              f"{DELETED} true where one deletes its key."),
-            time_column=table.time_column, declared_at=f"silver.{silver.name}.changes")
+            time_column=table.time_column, declared_at=f"silver.{silver.name}.changes",
+            deletion_vectors=True)
         return table, quarantine, applied
 
     def gold_fields(self, gold: GoldSpec, known: Mapping[str, TableDecl]) -> tuple[Field, ...]:

@@ -111,6 +111,47 @@ def test_a_changed_history_declaration_is_refused_and_a_full_refresh_rebuilds_it
         {(c.key, c.sequence) for c in changes})
 
 
+def test_a_batch_marks_the_rows_it_replaces_and_sql_reads_without_them(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A change flow's tables have deletion vectors: a later batch's MERGE marks the rows it
+    replaces instead of rewriting the files holding them, and ``medallion sql`` (delta-rs and
+    DuckDB, no JVM) reads the tables without the marked rows."""
+    from deltalake import DeltaTable as RsDeltaTable
+
+    from medallion.serving.lakehouse import Lakehouse
+
+    settings = change_settings(tmp_path)
+    changes = history(random.Random(21), keys=40, count=300)
+    folder = Path(settings.paths.landing) / "customer_changes"
+    folder.mkdir(parents=True)
+    (folder / "a.json").write_text("\n".join(line(c) for c in changes[:290]) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+    (folder / "b.json").write_text("\n".join(line(c) for c in changes[290:]) + "\n")
+    run_pipeline(spark, settings, RunTarget.ALL, Trigger())
+
+    lakehouse = f"{settings.paths.lakehouse}/silver"
+    for name in ("customers", "customers_history", "customers_changes", "customers_history_changes"):
+        assert "deletionVectors" in (RsDeltaTable(f"{lakehouse}/{name}").protocol().reader_features
+                                     or ()), name
+    assert "deletionVectors" not in (RsDeltaTable(f"{lakehouse}/customers_quarantine").protocol()
+                                     .reader_features or ())
+    merge = next(c for c in RsDeltaTable(f"{lakehouse}/customers_history").history()
+                 if c["operation"] == "MERGE")  # the newest: the second run's
+    metrics = merge["operationMetrics"]
+    assert int(metrics["numTargetDeletionVectorsAdded"]) > 0, metrics
+    assert int(metrics["numTargetFilesRemoved"]) == 0, metrics
+
+    sql = Lakehouse(settings)
+    current = sql.query("SELECT id, name, segment FROM silver.customers").table.to_pylist()
+    assert {(r["id"],): {"name": r["name"], "segment": r["segment"]} for r in current} == scd1(changes)
+    versions = sql.query("SELECT id, name, segment, valid_from, valid_to "
+                         "FROM silver.customers_history").table.to_pylist()
+    assert {Version((r["id"],), (("name", r["name"]), ("segment", r["segment"])), (r["valid_from"],),
+                    None if r["valid_to"] is None else (r["valid_to"],)) for r in versions} == scd2(
+        changes, tracked=["segment"])
+    assert len(versions) == len(scd2(changes, tracked=["segment"]))
+
+
 def test_maintenance_keeps_a_type_one_flows_latest_changes_alone(
         spark: SparkSession, tmp_path: Path) -> None:
     settings = change_settings(tmp_path)

@@ -48,6 +48,11 @@ def test_a_change_flow_derives_its_table_history_columns_and_applied_changes(tmp
     applied = spec.table("silver/customers_changes")
     assert applied.role is TableRole.CHANGES
     assert applied.column_names[-1] == "_deleted"
+    # Its batches replace rows of keys spread over every file: both tables are made with deletion
+    # vectors; the bronze table and the quarantine, only ever appended to, without.
+    assert (table.deletion_vectors, applied.deletion_vectors) == (True, True)
+    assert not any(spec.table(key).deletion_vectors
+                   for key in ("bronze/changes", "silver/customers_quarantine"))
     silver = spec.silver[0]
     # A change without its key or sequence, or that delete_when cannot say, is quarantined.
     assert {"missing_id", "missing_lsn", "missing_tx", "delete_when_unknown"} <= set(silver.reasons())

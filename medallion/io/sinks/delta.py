@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 
 def with_trigger(writer: DataStreamWriter, trigger: Trigger) -> DataStreamWriter:
@@ -73,7 +74,7 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     created with, so the first run already commits them with the table. A table that exists is
     left alone, without a Spark job or a catalog call (the catalog's preparation keeps existing
     tables registered). A table whose creation was killed before its first commit (a log folder
-    without a commit) is created again.
+    without a commit) is created again. A spec with ``deletion_vectors`` makes the table with them.
     """
     if committed_table_at(spark, path):
         return
@@ -81,14 +82,16 @@ def ensure_table(spark: SparkSession, spec: TableSpec, path: str,
     # without the catalog round trips and DESCRIBE DETAIL of registering it afterwards. Any entry
     # of that name is stale, since no table is at ``path``: it would turn the creation into a no-op.
     clear_stale_entry(spark, spec)
-    (
+    builder = (
         DeltaTable.createIfNotExists(spark)
         .tableName(spec.qualified_name)
         .location(path)
         .addColumns(documented_schema(spec, doc))
         .comment(table_comment(spec, doc))
-        .execute()
     )
+    if spec.deletion_vectors:
+        builder = builder.property(DELETION_VECTORS, "true")
+    builder.execute()
 
 
 TableToMake = tuple[TableSpec, str, TableDoc | None]  # a table, its path, its declaration
