@@ -282,8 +282,9 @@ def column_max(values: Any) -> Any:
 def table_facts(table: DeltaTable, newest_column: str | None = None, name: str = "") -> TableFacts:
     """Version, last commit time, file count and size, rows, and ``newest_column``'s maximum.
 
-    Rows and the maximum come from the log's per-file statistics where every file has them (no
-    data file is opened); otherwise the table's files are scanned for them. Delta's statistics
+    Rows and the maximum come from the log's per-file statistics where every file has them and
+    no deletion vector marks rows (no data file is opened); otherwise the table's files are
+    scanned for them. Delta's statistics
     keep timestamps to the millisecond, so a maximum read from them may be up to 1 ms early.
     """
     import pyarrow.compute as pc
@@ -298,18 +299,15 @@ def table_facts(table: DeltaTable, newest_column: str | None = None, name: str =
     files = actions.num_rows
     size = int(pc.sum(actions["size_bytes"]).as_py() or 0) if files else 0
     rows: int | None = 0
+    # A file's statistics count the rows a deletion vector marks, and delta-rs does not give
+    # how many it marks: such a table's rows and newest value are scanned.
+    marked = files and has_deletion_vectors(table)
     if files:
         counts = actions["num_records"] if "num_records" in actions.column_names else None
-        if counts is None or counts.null_count:
-            rows = None
-        else:
-            rows = int(pc.sum(counts).as_py() or 0)
-            deleted = "deletionVector.cardinality"
-            if deleted in actions.column_names:
-                rows -= int(pc.sum(actions[deleted]).as_py() or 0)
+        rows = None if counts is None or counts.null_count or marked else int(pc.sum(counts).as_py() or 0)
     newest = None
     if newest_column and files:
-        newest = _newest_from_stats(actions, newest_column)
+        newest = _UNKNOWN if marked else _newest_from_stats(actions, newest_column)
     if rows is None or newest is _UNKNOWN:
         scanned = read_columns(table, [newest_column] if newest_column else [], name=name)
         rows = scanned.num_rows

@@ -118,6 +118,7 @@ def test_a_batch_marks_the_rows_it_replaces_and_sql_reads_without_them(
     DuckDB, no JVM) reads the tables without the marked rows."""
     from deltalake import DeltaTable as RsDeltaTable
 
+    from medallion.io.deltaread import table_facts
     from medallion.serving.lakehouse import Lakehouse
 
     settings = change_settings(tmp_path)
@@ -150,6 +151,9 @@ def test_a_batch_marks_the_rows_it_replaces_and_sql_reads_without_them(
                     None if r["valid_to"] is None else (r["valid_to"],)) for r in versions} == scd2(
         changes, tracked=["segment"])
     assert len(versions) == len(scd2(changes, tracked=["segment"]))
+    # status counts the rows without the marked ones
+    facts = table_facts(RsDeltaTable(f"{lakehouse}/customers_history"), "ingested_at")
+    assert facts.rows == len(versions)
 
 
 def test_maintenance_keeps_a_type_one_flows_latest_changes_alone(
