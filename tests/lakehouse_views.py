@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
 
+import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
@@ -55,7 +56,7 @@ def table_rows(path: str, columns: Sequence[str] = ()) -> Counter:
     """
     delta = DeltaTable(path)
     if "deletionVectors" in (delta.protocol().reader_features or ()):
-        table = delta.scan(columns=list(columns) or None).read_all()
+        table = pa.RecordBatchReader.from_stream(delta.scan(columns=list(columns) or None)).read_all()
     else:
         table = delta.to_pyarrow_table(columns=list(columns) or None)
     return Counter(tuple(_hashable(v) for v in row.values()) for row in table.to_pylist())

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from medallion.io.deltaread import DeltaReader, DeltaReadError, has_deletion_vectors, one_line
+from medallion.io.deltaread import (
+    DeltaReader,
+    DeltaReadError,
+    arrow_table,
+    has_deletion_vectors,
+    one_line,
+)
 from medallion.io.tables import TableSpec, lakehouse_tables
 from medallion.pipeline.sql import read_tables
 from medallion.pipeline.views import ENGINE_SCHEMAS, LAYER_SCHEMAS
@@ -131,7 +137,7 @@ class Lakehouse:
             if has_deletion_vectors(table):
                 # A dataset cannot leave out the rows a deletion vector marks: the table is read
                 # whole by delta-rs's engine, which does.
-                return table.scan().read_all()
+                return arrow_table(table.scan())
             return table.to_pyarrow_dataset()
         except Exception as exc:  # noqa: BLE001 - a feature delta-rs does not read: one line
             raise DeltaReadError(f"{name}: delta-rs cannot read it ({one_line(exc)}); "
