@@ -153,10 +153,12 @@ class Recomputed:
     region: DataFrame | None
     low: object = None
     high: object = None
-    cached: tuple[DataFrame, ...] = ()  # what the batch persisted, released after its write
+    cached: tuple[DataFrame, ...] = ()  # what the batch persisted, in order, released after its write
 
     def release(self) -> None:
-        for frame in self.cached:
+        # The frames made from others first: unpersisting a frame that a cached one was made
+        # from plans that one again (and its reads of Delta tables list their files again).
+        for frame in reversed(self.cached):
             frame.unpersist()
 
 
@@ -257,9 +259,12 @@ class RecomputeBatches:
                  ) -> Recomputed | None:
         slide, size, column = self.slide, self.size, self.window.column
         groups = list(self.gold.group_by)
+        # Read once from the input's new files (its rows then count once in the run's summary).
+        batch = batch.persist()
         buckets = [row[0] for row in batch.select(
             (F.floor(_micros(column) / F.lit(slide)) * F.lit(slide)).alias("b")).distinct().collect()]
         if not buckets:
+            batch.unpersist()
             return None
         starts = covering_ranges([window_start_range(int(b), size, slide) for b in buckets])
         read = source.where(_any([(F.col(column) >= _at(low)) & (F.col(column) < _at(high + size))
@@ -282,7 +287,7 @@ class RecomputeBatches:
                 .join(touched.alias("k"), _same("t", "k", keys), "left_semi")
                 .select(*self.keys))
         return Recomputed(rows, held, _instant(starts[0][0]), _instant(starts[-1][1]),
-                          cached=(touched,))
+                          cached=(batch, touched))
 
     def _sessions(self, session: SparkSession, source: DataFrame, batch: DataFrame
                   ) -> Recomputed | None:
@@ -305,8 +310,10 @@ class RecomputeBatches:
                 .join(F.broadcast(touched), _same("t", "g", groups), "left_semi")
                 .select(*groups, _micros(start_col).alias(_LO), _micros(end_col).alias(_HI),
                         F.lit(0).alias(_NEW))
-                .persist())
-        # The table's sessions are read once, before the batch's MERGE changes them.
+                .localCheckpoint(eager=True))
+        # The table's sessions are read once, before the batch's MERGE changes them, and kept
+        # apart from the table: a frame cached from a read of it is planned again after each
+        # write to it.
         spans = _merged_spans(new.unionByName(held), groups).persist()
         found = _bucketed(spans, gap)
         span_ranges = covering_ranges(found)

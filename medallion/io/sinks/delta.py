@@ -498,17 +498,27 @@ def replace_batch(rows: DataFrame, region: DataFrame | None, path: str, keys: Se
     updated, new ones inserted, and the rows of ``region`` (their keys, read from the table
     before) that ``rows`` do not hold deleted. ``prune_by`` with ``low`` and ``high``: every row
     of both lies in that range of the column, which bounds the MERGE's scan of the table as in
-    :func:`upsert_batch`. Returns the rows deleted."""
+    :func:`upsert_batch`. Returns the rows deleted.
+
+    A region the table holds nothing of (every row new, as when a batch reaches only windows or
+    keys not seen before) is written by an append with the same transaction id: what the MERGE
+    would write, without its joins against the table."""
     spark = rows.sparkSession
-    stale = None
+    stale = held = None
     if region is not None:
-        same = reduce(lambda a, b: a & b, (F.col(f"r.`{k}`").eqNullSafe(F.col(f"n.`{k}`"))
-                                           for k in keys))
-        # Materialized before the MERGE, which changes the table the region was read from.
-        stale = (region.select(*keys).alias("r")
-                 .join(rows.select(*keys).alias("n"), same, "left_anti")
-                 .select(*(F.col(f"r.`{k}`").alias(k) for k in keys)).persist())
+        # Materialized before the MERGE, which changes the table the region was read from (a
+        # checkpoint, not a cache: Delta plans a cached read of a table again after writing it).
+        held = region.select(*keys).localCheckpoint(eager=True)
     try:
+        if held is not None and held.isEmpty():
+            append_batch(rows, path, app_id, batch_id)
+            return 0
+        if held is not None:
+            same = reduce(lambda a, b: a & b, (F.col(f"r.`{k}`").eqNullSafe(F.col(f"n.`{k}`"))
+                                               for k in keys))
+            stale = (held.alias("r")
+                     .join(rows.select(*keys).alias("n"), same, "left_anti")
+                     .select(*(F.col(f"r.`{k}`").alias(k) for k in keys)).persist())
         deleted = stale.count() if stale is not None else 0
         columns = rows.columns
         source = rows.withColumn(STALE, F.lit(False))
@@ -532,5 +542,6 @@ def replace_batch(rows: DataFrame, region: DataFrame | None, path: str, keys: Se
             )
         return deleted
     finally:
-        if stale is not None:
-            stale.unpersist()
+        for frame in (stale, held):
+            if frame is not None:
+                frame.unpersist()
