@@ -33,9 +33,9 @@ STORES = ["store_id,city", "s1,Lyon", "s2,Paris"]
 HEADER = "order_id,line_no,store_id,sku,quantity,unit_price,order_date,order_time"
 ORDERS_1 = [HEADER, "o1,1,s1,p1,2,10.00,2026-03-02,09:00:00", "o2,1,s2,p2,1,5.50,2026-03-02,09:10:00",
             "o3,1,s1,p2,3,5.50,2026-03-02,10:30:00"]
-# Within the watermark of run 1 (its latest line minus 30 minutes), in windows gold already has:
-# category_revenue_1h MERGEs them.
-ORDERS_2 = [HEADER, "o4,1,s1,p1,1,10.00,2026-03-02,10:40:00"]
+# Within the watermark of run 1 (its latest line minus 30 minutes), in windows gold already has
+# (tea's of 10:00 and 10:30, from o3): category_revenue_1h MERGEs them.
+ORDERS_2 = [HEADER, "o4,1,s1,p2,1,5.50,2026-03-02,10:40:00"]
 
 NAMESPACE = "lakehouse-test"
 
