@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
 
-import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from medallion.io.deltaread import arrow_table, has_deletion_vectors
 from medallion.io.tables import SILVER_BATCH_METRICS, TableSpec
 from medallion.pipeline.kinds import INGESTED_AT, TableRole
 from medallion.project import Settings
@@ -55,8 +55,8 @@ def table_rows(path: str, columns: Sequence[str] = ()) -> Counter:
     table with deletion vectors (a change flow's) is read by delta-rs's scan, which applies them.
     """
     delta = DeltaTable(path)
-    if "deletionVectors" in (delta.protocol().reader_features or ()):
-        table = pa.RecordBatchReader.from_stream(delta.scan(columns=list(columns) or None)).read_all()
+    if has_deletion_vectors(delta):
+        table = arrow_table(delta.scan(columns=list(columns) or None))
     else:
         table = delta.to_pyarrow_table(columns=list(columns) or None)
     return Counter(tuple(_hashable(v) for v in row.values()) for row in table.to_pylist())
