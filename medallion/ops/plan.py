@@ -128,6 +128,8 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
     """The verdict of every declared table, in the pipelines' order."""
     house = DeltaReader(settings)
     golds = {f"gold/{gold.name}": gold for pipeline in settings.pipelines for gold in pipeline.gold}
+    watermarks = {f"gold/{gold.name}": pipeline.watermark_of(gold)
+                  for pipeline in settings.pipelines for gold in pipeline.gold}
     change_flows = {silver.key: silver for pipeline in settings.pipelines
                     for silver in pipeline.silver if silver.changes is not None}
     feeds = downstream(settings)
@@ -142,11 +144,11 @@ def collect_plan(settings: Settings) -> list[TablePlan]:
             else None
         if changes is not None and table is not None and recorded is None:
             recorded = {}  # made by a flow that took no changes: every part of it is new
-        declared = (state_definition(gold, decls[gold.input]) if gold is not None
+        declared = (state_definition(gold, decls[gold.input], watermarks[key]) if gold is not None
                     else change_definition(changes) if changes is not None else None)
         plans.append(verdict(key, declared_schema(decl), held, recorded, declared,
                              [spec.key for spec in feeds.get(key, ())],
-                             recomputed=gold is not None and gold.recomputed,
+                             recomputed=gold is not None and gold.recomputed_in_place,
                              what="changes" if changes is not None else "state"))
     return plans
 

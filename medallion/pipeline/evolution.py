@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from medallion.pipeline.kinds import AggregateFunction
+from medallion.pipeline.kinds import AggregateFunction, OutputMode
 from medallion.pipeline.model import GoldSpec, SilverSpec
 from medallion.pipeline.spec import TableDecl
 from medallion.pipeline.types import SqlType
@@ -203,11 +203,14 @@ def state_types(gold: GoldSpec, source: TableDecl) -> dict[str, str]:
     return types
 
 
-def state_definition(gold: GoldSpec, source: TableDecl | None = None) -> dict[str, Any]:
+def state_definition(gold: GoldSpec, source: TableDecl | None = None,
+                     watermark: str | None = None) -> dict[str, Any]:
     """What a gold query's state is made of, by its declaration (``source``: its input's, for
     the types the state holds, :func:`state_types`): what carrying on from the state needs
     unchanged. Left out, since they apply to what comes next: the filter, the watermark, an
-    aggregate's default, the expectations and the comments."""
+    aggregate's default, the expectations and the comments; but a recomputed table's rows are
+    made by its filter and defaults, and an append-mode one's by the ``watermark`` in force too
+    (which windows are final, and so appended, is the watermark's)."""
     definition: dict[str, Any] = {"input": gold.input, "mode": gold.mode.value}
     if gold.window is not None:
         window = gold.window
@@ -224,6 +227,8 @@ def state_definition(gold: GoldSpec, source: TableDecl | None = None) -> dict[st
             definition["filter"] = gold.filter
             definition["defaults"] = {a.name: a.default for a in gold.aggregates
                                       if a.default is not None}
+            if gold.mode is OutputMode.APPEND:
+                definition["watermark"] = watermark
     if gold.join is not None:
         join = gold.join
         definition["join"] = {"input": join.input, "equal": list(join.equal),

@@ -476,12 +476,15 @@ def _gold(reader: DeclarationReader, name: str, value: Any, silver: Sequence[Sil
             column=reader.optional_text(spec, "column", entry_key), default=default))
     if not aggregates:
         raise reader.error(f"{key}.aggregates", "required: at least one aggregate")
-    # Recomputed unless the table only appends closed windows, which needs the watermark's state.
+    # Recomputed in mode update; an append-mode table keeps the way its readers' rows were made.
     refresh = reader.choice(section, "refresh", Refresh, key,
                             Refresh.RECOMPUTE if mode is OutputMode.UPDATE else Refresh.STATEFUL)
-    if refresh is Refresh.RECOMPUTE and mode is not OutputMode.UPDATE:
-        raise reader.error(f"{key}.mode", "a recomputed table's windows are replaced as late "
-                           "input corrects them: mode update")
+    if refresh is Refresh.RECOMPUTE and mode is OutputMode.APPEND \
+            and window.kind is WindowKind.SESSION:
+        raise reader.error(f"{key}.refresh", "sessions in mode append are kept by a stateful "
+                           "query (refresh: stateful): a recomputation from the input cannot tell "
+                           "the late rows a closed session refused from its own rows; recompute "
+                           "keeps sessions in mode update, late rows included")
     return GoldSpec(
         name=name, input=source, mode=mode, window=window,
         group_by=reader.names(section, "group_by", key, ()),

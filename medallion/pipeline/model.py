@@ -475,6 +475,12 @@ class GoldSpec:
         return self.window is not None and self.refresh is Refresh.RECOMPUTE
 
     @property
+    def recomputed_in_place(self) -> bool:
+        """Whether what its checkpoint cannot carry on from recomputes the table in place (mode
+        update); an append-mode table's rows were final when appended, and stay."""
+        return self.recomputed and self.mode is OutputMode.UPDATE
+
+    @property
     def key(self) -> str:
         """``gold/<name>``."""
         return f"{Layer.GOLD.value}/{self.name}"

@@ -34,7 +34,7 @@ from tests.events_tables import (
     GOLD_USER_SESSIONS,
 )
 from tests.lakehouse_views import _set, rows
-from tests.reference import Lakehouse, read_lines, read_segments
+from tests.reference import WATERMARK, Lakehouse, read_lines, read_segments
 
 START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
 RECOMPUTED = ("event_counts_5m", "user_activity_sliding", "user_sessions")
@@ -198,3 +198,68 @@ def test_changed_filter_and_lost_checkpoint_recompute_the_table(
     assert _set(rows(spark, changed, GOLD_USER_SESSIONS)) == model.exact_user_sessions()
     assert _set(rows(spark, changed, GOLD_USER_ACTIVITY_SLIDING)) == \
         model.exact_user_activity_sliding()
+
+
+def test_append_mode_recomputed_windows_are_appended_once_closed_and_late_rows_refused(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """``mode: append`` with ``refresh: recompute``: no state store; each window is appended
+    once, when the watermark (kept by the input's own versions) passes its end, equal to what the
+    stateful append query gives: the model's windows of the rows not late when they came."""
+    conf = recompute_conf(tmp_path / "conf")
+    events = conf / "pipelines" / "events.yaml"
+    text = events.read_text(encoding="utf-8")
+    declared = "    mode: update                    # open windows kept up to date, late events counted"
+    assert declared in text
+    events.write_text(text.replace(declared, "    mode: append\n    refresh: recompute", 1),
+                      encoding="utf-8")
+    settings = recompute_settings(tmp_path, conf)
+    landing = Path(settings.paths.landing)
+    model = Lakehouse()
+    table = Path(settings.paths.lakehouse) / "gold" / "event_counts_5m"
+
+    def closed() -> set[tuple[object, ...]]:
+        """The model's windows (rows kept by the watermark in force when they came) that its
+        watermark has closed."""
+        assert model.max_event_time is not None
+        return {w for w in model.event_counts_5m() if w[1] <= model.max_event_time - WATERMARK}
+
+    # Half an hour of events: the watermark closes the windows of its first 20 minutes.
+    written = generate_landing(landing, GenerateSpec(events=600, files=2, users=20, burst="b1",
+                                                     start=START, seconds_between_events=3,
+                                                     seed=51))
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
+    model.run(read_lines(p for p in written if p.suffix == ".json"),
+              read_segments(p for p in written if p.suffix == ".csv"))
+    assert closed() and _set(rows(spark, settings, GOLD_EVENT_COUNTS_5M)) == closed()
+    assert runs["gold/event_counts_5m"].rows_in == len(model.silver)
+    assert not (Path(settings.paths.lakehouse) / "_checkpoints" / "gold" / "event_counts_5m"
+                / "state").exists()
+
+    # The next half hour, stragglers from 10:10 (the first five in a window already appended,
+    # refused; the others in windows still open, counted) and a burst two days old (refused).
+    written = generate_landing(landing, GenerateSpec(
+        events=600, files=2, users=20, burst="b2", start=START + timedelta(minutes=30),
+        seconds_between_events=3, seed=52), with_customers=False)
+    late = landing / "events" / "b2-late.json"
+    write_atomically(late, stragglers("late", START + timedelta(minutes=10), 12))
+    old = landing / "events" / "b2-two-days-old.json"
+    write_atomically(old, stragglers("old", START - timedelta(days=2), 8))
+    refused_before = model.late_dropped
+    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
+    model.run(read_lines([*(p for p in written if p.suffix == ".json"), late, old]), {})
+    assert model.late_dropped - refused_before == 5 + 8
+    assert runs["gold/event_counts_5m"].late_rows_dropped == 5 + 8
+    held = rows(spark, settings, GOLD_EVENT_COUNTS_5M)
+    assert len(held) == len(_set(held)) and _set(held) == closed()
+    # Appended only, once per batch: no row ever replaced or deleted.
+    history = DeltaTable.forPath(spark, str(table)).history().collect()
+    assert {h["operation"] for h in history if h["version"] > 0} == {"WRITE"}
+    assert {h["operationParameters"]["mode"] for h in history if h["version"] > 0} == {"Append"}
+
+    # A changed watermark would move which windows are final: refused until a full refresh.
+    events.write_text(events.read_text(encoding="utf-8").replace(
+        "    refresh: recompute", "    refresh: recompute\n    watermark: 20 minutes", 1),
+        encoding="utf-8")
+    plan = {p.table: p for p in collect_plan(recompute_settings(tmp_path, conf))}
+    assert plan["gold/event_counts_5m"].verdict is Verdict.NEEDS_REFRESH
+    assert any("watermark" in change for change in plan["gold/event_counts_5m"].changes)

@@ -136,14 +136,27 @@ def test_recomputed_sessions_are_kept_in_mode_update(tmp_path: Path, events_tree
                                                            "user_id")
 
 
+def test_tumbling_and_sliding_windows_in_mode_append_may_be_recomputed(
+        tmp_path: Path, events_tree: Tree) -> None:
+    tree = copy.deepcopy(events_tree)
+    tree["gold"]["event_counts_5m"].update(mode="append", refresh="recompute")
+    tree["gold"]["user_activity_sliding"].update(mode="append")  # stateful unless declared
+    _write(tmp_path, "events", tree)
+    gold = {g.name: g for g in _load(tmp_path).gold}
+    counts, sliding = gold["event_counts_5m"], gold["user_activity_sliding"]
+    assert counts.recomputed and not counts.recomputed_in_place and counts.merge_keys == ()
+    assert not sliding.recomputed and gold["event_counts_5m"].mode.value == "append"
+
+
 @pytest.mark.parametrize(("table", "change", "key", "said"), [
-    ("user_sessions", {"refresh": "recompute"}, "gold.user_sessions.mode", "mode update"),
+    ("user_sessions", {"refresh": "recompute"}, "gold.user_sessions.refresh",
+     "sessions in mode append are kept by a stateful query"),
     ("event_counts_5m", {"refresh": "later"}, "gold.event_counts_5m.refresh",
      "'later' is not one of stateful, recompute"),
     ("purchase_attribution", {"refresh": "recompute"}, "gold.purchase_attribution.refresh",
      "only for a window aggregate"),
 ])
-def test_refresh_is_declared_for_window_aggregates_in_mode_update(
+def test_refresh_is_declared_for_window_aggregates_and_append_sessions_are_stateful(
         tmp_path: Path, events_tree: Tree, table: str, change: dict, key: str, said: str) -> None:
     error = _fails(tmp_path, events_tree, lambda tree: tree["gold"][table].update(change))
     _names(error, key, _file(tmp_path))

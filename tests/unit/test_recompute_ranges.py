@@ -7,7 +7,11 @@ import random
 
 import pytest
 
-from medallion.engine.gold.recompute import covering_ranges, window_start_range
+from medallion.engine.gold.recompute import (
+    closed_window_starts,
+    covering_ranges,
+    window_start_range,
+)
 
 
 @pytest.mark.parametrize(("size", "slide"), [(300, 300), (600, 300), (600, 180), (3600, 900)])
@@ -49,3 +53,23 @@ def test_covering_ranges_cover_every_point_within_the_limit() -> None:
         # Nothing covered that no range needs at the ends.
         assert covered[0][0] == min(r[0] for r in ranges)
         assert covered[-1][1] == max(r[1] for r in ranges)
+
+
+@pytest.mark.parametrize(("size", "slide"), [(300, 300), (600, 300), (600, 180), (3600, 900)])
+def test_closed_window_starts_are_the_windows_ending_between_two_watermarks(
+        size: int, slide: int) -> None:
+    rng = random.Random(size + slide)
+    for _ in range(500):
+        before = rng.randrange(-10_000, 100_000)
+        now = before + rng.choice([0, 1, rng.randrange(0, 3 * size)])
+        # Brute force: every window start (a multiple of slide) whose end is in (before, now].
+        starts = [s for s in range(before - size - slide, now + slide)
+                  if s % slide == 0 and before < s + size <= now]
+        found = closed_window_starts(before, now, size, slide)
+        assert found == ((starts[0], starts[-1]) if starts else None)
+        # Successive watermarks close every window once: no gap, no overlap.
+        upto = closed_window_starts(None, now, size, slide)
+        assert upto is not None and upto[0] is None
+        assert upto[1] == max(s for s in range(now - size - slide, now + 1)
+                              if s % slide == 0 and s + size <= now)
+    assert closed_window_starts(None, None, size, slide) is None

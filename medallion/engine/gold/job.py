@@ -53,7 +53,7 @@ from medallion.io.sinks.delta import (
     with_trigger,
 )
 from medallion.io.sinks.evolution import check_declared_state, keep_declared_state
-from medallion.io.sources.delta import newest_table_version, read_table_stream
+from medallion.io.sources.delta import ALL_FILES, newest_table_version, read_table_stream
 from medallion.io.tables import QUALITY_RESULTS, TableSpec, quarantine_of
 from medallion.pipeline.evolution import state_definition
 from medallion.pipeline.graph import stages
@@ -96,7 +96,8 @@ class GoldFlow:
     @property
     def state_definition(self) -> dict[str, Any]:
         """What its query's state is made of (``pipeline.evolution.state_definition``)."""
-        return state_definition(self.gold, self.pipeline.table(self.gold.input))
+        return state_definition(self.gold, self.pipeline.table(self.gold.input),
+                                self.pipeline.watermark_of(self.gold))
 
 
 def gold_flow(pipeline: PipelineSpec, gold: GoldSpec, gated: bool = True) -> GoldFlow:
@@ -175,7 +176,7 @@ class UpsertWriter:
                     self.appends.append(rejected.transform(with_quarantine_time),
                                         self.quarantine_path, app_id, batch_id)
                 to_write, rows = outcome.kept(), rows - outcome.dropped_count
-            if recomputed is not None and not self._never_written(spark):
+            if recomputed is not None and self.keys and not self._never_written(spark):
                 # Rows the recomputation no longer has (a merged session, a dropped window) go too,
                 # in the same commit: so a batch that writes no row may still delete some.
                 deleted = replace_batch(to_write, recomputed.region, self.path, self.keys, app_id,
@@ -210,7 +211,7 @@ def flow_due(spark: SparkSession, settings: Settings, trigger: Trigger, gold: Go
     inputs = tuple(DeltaInput(table.path(settings)) for table in gold.inputs)
     checkpoint = gold.spec.checkpoint(settings)
     if skippable(spark, trigger, gold.spec.path(settings), checkpoint, inputs):
-        if gold.gold.recomputed:  # nothing new, but a changed declaration recomputes the table
+        if gold.gold.recomputed_in_place:  # nothing new; a changed declaration recomputes it
             return recompute_reason(spark, settings, gold) is not None
         # Nothing new, but a declaration its state cannot carry on from is refused at this run,
         # not at the next one that has data (DeclarationChanged: the other queries go on).
@@ -253,7 +254,7 @@ def check_definition(spark: SparkSession, settings: Settings, gold: GoldFlow) ->
     A recomputed table has no state: whatever its checkpoint cannot carry on from, it starts over
     from a new one (announced), and its first batch recomputes the table."""
     checkpoint = gold.spec.checkpoint(settings)
-    if gold.gold.recomputed:
+    if gold.gold.recomputed_in_place:
         reason = recompute_reason(spark, settings, gold)
         if reason is not None:
             start_over(spark, gold.spec.key, checkpoint, gold.state_definition, reason,
@@ -278,7 +279,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     # A stateful aggregation keeps windows or sessions in its state store; a join keeps none, nor
     # does a recomputed aggregation (whose checkpoint, when it cannot carry on, the check before
     # its start replaced).
-    state = (None if recomputed and not path_exists(spark, f"{checkpoint}/offsets") else
+    state = (None if gold.gold.recomputed_in_place
+             and not path_exists(spark, f"{checkpoint}/offsets") else
              guard_checkpoint(spark, path, checkpoint, spec.key,
                               stateful=join is None and not recomputed,
                               app_id=(lambda query_id: txn_app_id(spec.key, query_id))
@@ -293,8 +295,11 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     expectations = gold.expectations
     gate = QualityGate(spec, expectations, QUALITY_RESULTS.path(settings)) if expectations else None
     quarantine = quarantine_of(spec)
-    streams = [read_table_stream(spark, table.path(settings), settings.streaming.max_files_per_trigger)
-               for table in gold.inputs]
+    # An append-mode recomputed table's batches end between versions of its input (no file
+    # limit): a row is late by the watermark of the versions before its own.
+    files = (ALL_FILES if recomputed and not gold.merge_keys
+             else settings.streaming.max_files_per_trigger)
+    streams = [read_table_stream(spark, table.path(settings), files) for table in gold.inputs]
     joined = (JoinBatches(spark, spec.key, checkpoint,
                           (gold.inputs[0].path(settings), gold.inputs[-1].path(settings)),
                           gold.pipeline, gold.gold) if join is not None else None)
@@ -317,6 +322,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
     def late_rows(run: TableRun) -> None:
         if joined is not None:
             run.late_rows_dropped += joined.late_dropped
+        if recompute is not None:
+            run.late_rows_dropped += recompute.late_dropped
         if recompute is not None and recompute.first_batch_rows:
             # The first batch recomputes from the input table, not from the rows it streamed.
             run.rows_in += recompute.first_batch_rows

@@ -26,6 +26,14 @@ recomputation no longer has is deleted in the same commit.
 
 A late row, however late, corrects its windows: there is no watermark behind which rows are
 dropped.
+
+* **Mode append** (tumbling and sliding windows): the watermark is the input's newest event time
+  as of a version, less the delay, so it is kept by the input's versions and a replayed batch
+  finds the same one (its stream has no file limit, so its batches end between versions). Each
+  batch recomputes the windows the watermark closed since the batch before
+  (:func:`closed_window_starts`) from every input row in them, to be appended once; a row of the
+  batch whose windows had all closed before is refused and counted, as the stateful query drops
+  it.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from medallion.io.checkpoints import read_log_file
 from medallion.io.hadoopfs import delete_path, path_exists, read_text, write_text
 from medallion.io.sources.delta import newest_table_version, read_table, version_read
 from medallion.pipeline.evolution import DECLARATION_FILE, state_changes
-from medallion.pipeline.kinds import WindowKind
+from medallion.pipeline.kinds import OutputMode, WindowKind
 from medallion.pipeline.model import GoldSpec
 from medallion.pipeline.spec import PipelineSpec
 
@@ -67,6 +75,21 @@ def window_start_range(bucket_start: int, size: int, slide: int) -> tuple[int, i
     epoch) that hold a time in the slide-long bucket starting at ``bucket_start`` (one unit for
     all three)."""
     return bucket_start - (math.ceil(size / slide) - 1) * slide, bucket_start
+
+
+def closed_window_starts(before: int | None, now: int | None, size: int, slide: int
+                         ) -> tuple[int | None, int] | None:
+    """The first and last start of the windows (``size`` long, every ``slide``, aligned to the
+    epoch) that a watermark moving from ``before`` to ``now`` closes: those that end after
+    ``before`` and at or before ``now`` (None: none). ``before`` None (no watermark yet): every
+    window ending at or before ``now``, the first start then None."""
+    if now is None:
+        return None
+    last = (now - size) // slide * slide
+    if before is None:
+        return None, last
+    first = (before - size) // slide * slide + slide
+    return (first, last) if first <= last else None
 
 
 def covering_ranges(ranges: Sequence[tuple[int, int]], limit: int = MAX_RANGES
@@ -198,7 +221,10 @@ class RecomputeBatches:
         self.gold, self.window = gold, gold.window
         self.checkpoint, self.input_path, self.table_path = checkpoint, input_path, table_path
         self.first_batch_rows = 0  # the input a checkpoint's first batch recomputed the table from
+        self.late_dropped = 0  # mode append: rows of windows closed before they came
+        self.appends = gold.mode is OutputMode.APPEND
         self._whole_table: int | None = None
+        self._newest: dict[int, int | None] = {}  # the input's newest event time, by version
         self.transform = compile_gold(pipeline, gold)
         self.keys = gold.merge_keys
         self.start_column = self.window.bounds[0]
@@ -208,6 +234,8 @@ class RecomputeBatches:
             assert value is not None
             return 1_000_000 * parse_duration_seconds(value, f"{where}.{name}", "the declaration")
 
+        self.delay = 1_000_000 * parse_duration_seconds(
+            pipeline.watermark_of(gold), f"{gold.key}.watermark", "the declaration")
         if self.window.kind is WindowKind.SESSION:
             self.gap = micros(self.window.gap, "gap")
         else:
@@ -222,16 +250,22 @@ class RecomputeBatches:
             rows = rows.where(F.expr(self.gold.filter))
         return rows.select(*self.gold.group_by, self.window.column)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> Recomputed | None:
-        session = batch.sparkSession
+    def _version_of(self, session: SparkSession, batch_id: int) -> int:
+        """The version of the input a batch's offsets say it read all of."""
         entries = read_log_file(session, f"{self.checkpoint}/offsets/{batch_id}")
         offset = entries[1] if len(entries) > 1 else None
         if not isinstance(offset, dict):
             raise ValueError(f"{self.gold.key}: batch {batch_id} has no offset of its input")
-        version = max(version_read(offset), 0)
+        return max(version_read(offset), 0)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> Recomputed | None:
+        session = batch.sparkSession
+        version = self._version_of(session, batch_id)
         if batch_id > 0 and version <= self._whole_table_version(session):
             return None  # its rows are of the snapshot batch 0 recomputed the whole table from
         source = read_table(session, self.input_path, version)
+        if self.appends:
+            return self._closed(session, source, batch, batch_id, version)
         if batch_id == 0:
             # The batch's own rows are never read: the run counts the input it recomputed from
             # (from the Delta log's statistics, without reading a file).
@@ -254,6 +288,49 @@ class RecomputeBatches:
             offset = entries[1] if len(entries) > 1 else None
             self._whole_table = version_read(offset) if isinstance(offset, dict) else -1
         return self._whole_table
+
+    def _watermark(self, session: SparkSession, version: int) -> int | None:
+        """The watermark as of a version of the input: its newest event time (of every row, as
+        the stateful query's, before the filter) less the delay (None: no event time yet). The
+        input only grows, so it only moves forward."""
+        if version not in self._newest:
+            newest = read_table(session, self.input_path, version).agg(
+                F.max(_micros(self.window.column))).first()
+            self._newest[version] = None if newest is None or newest[0] is None else int(newest[0])
+        found = self._newest[version]
+        return None if found is None else found - self.delay
+
+    def _closed(self, session: SparkSession, source: DataFrame, batch: DataFrame, batch_id: int,
+                version: int) -> Recomputed | None:
+        """Mode append: the windows the watermark closed since the batch before (at a
+        checkpoint's first batch, every window it has closed), recomputed from the input as of
+        the batch's version, to be appended once. A row of the batch whose windows had all closed
+        before it came is refused and counted; every other row is in its windows when they close,
+        since they are recomputed from every row of the input in them."""
+        now = self._watermark(session, version)
+        if batch_id == 0:
+            before = None
+            self.first_batch_rows += source.count()
+            log.info("%s: the first batch of its checkpoint appends the windows closed in %s "
+                     "version %d", self.gold.key, self.gold.input, version)
+        else:
+            previous = max(self._version_of(session, batch_id - 1),
+                           self._whole_table_version(session))
+            before = self._watermark(session, previous)
+            if before is not None:
+                at = _micros(self.window.column)
+                last_end = F.floor(at / F.lit(self.slide)) * F.lit(self.slide) + F.lit(self.size)
+                self.late_dropped += batch.where(last_end <= F.lit(before)).count()
+        starts = closed_window_starts(before, now, self.size, self.slide)
+        if starts is None:
+            return None
+        first, last = starts
+        column, start = F.col(self.window.column), F.col(self.start_column)
+        read = source.where(column < _at(last + self.size))
+        closed = start <= _at(last)
+        if first is not None:
+            read, closed = read.where(column >= _at(first)), closed & (start >= _at(first))
+        return Recomputed(self.transform(read).where(closed), None)
 
     def _windows(self, session: SparkSession, source: DataFrame, batch: DataFrame
                  ) -> Recomputed | None:

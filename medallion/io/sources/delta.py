@@ -15,6 +15,8 @@ from medallion.io.hadoopfs import folder_names
 # the version's first file, so the offset has read all of the version before and none of its own.
 BASE_INDEX = -1
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
+# A file limit no version reaches: every batch of a stream so limited ends between versions.
+ALL_FILES = 2**31 - 1
 
 
 def read_table_stream(spark: SparkSession, path: str, max_files_per_trigger: int) -> DataFrame:
