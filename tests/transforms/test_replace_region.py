@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from medallion.io.sinks.delta import replace_batch
+from medallion.io.sinks.delta import append_batch, replace_batch
 
 SCHEMA = "window_start STRING, city STRING, orders BIGINT"
 KEYS = ("window_start", "city")
@@ -54,3 +56,28 @@ def test_a_region_the_table_holds_is_merged_and_what_the_recomputation_lacks_del
     replace_batch(rows, spark.read.format("delta").load(path).where("window_start = '10:00'"),
                   path, KEYS, "test-merge", 1)
     assert _last(spark, path) == (1, "MERGE")
+
+
+def test_rows_appended_in_order_of_a_column_are_in_files_of_narrow_ranges(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recomputed table's first batch (all of it) is written by window start: each file holds
+    a narrow range, so a read of a few windows skips the others' files by their statistics."""
+    monkeypatch.setattr("medallion.io.sinks.delta.SORTED_FILE_ROWS", 50)
+    path = str(tmp_path / "gold")
+    # 400 rows in 2 tasks, each task's rows spread over all of the range (as a hash-partitioned
+    # aggregation leaves them).
+    rows = spark.range(400).selectExpr("cast(id * 7919 % 400 as int) as start",
+                                       "'x' as city").repartition(2, "city", "start")
+    append_batch(rows, path, "test-sorted", 0, sorted_by="start")
+    files = [json.loads(line)["add"] for log in sorted((tmp_path / "gold" / "_delta_log")
+                                                        .glob("*.json"))
+             for line in log.read_text().splitlines() if "add" in json.loads(line)]
+    ranges = [(json.loads(f["stats"])["minValues"]["start"],
+               json.loads(f["stats"])["maxValues"]["start"],
+               json.loads(f["stats"])["numRecords"]) for f in files]
+    assert sum(n for _, _, n in ranges) == 400 and max(n for _, _, n in ranges) <= 50
+    assert len(ranges) >= 8
+    # A window's start is in at most one file of each task.
+    assert max(sum(1 for low, high, _ in ranges if low <= start <= high)
+               for start in range(400)) <= 2
+    assert spark.read.format("delta").load(path).count() == 400

@@ -142,6 +142,13 @@ class UpsertWriter:
     _query_id: str | None = field(default=None, repr=False)
     _written: bool = field(default=False, repr=False)  # the table is known to hold rows
 
+    @property
+    def _sorted_by(self) -> str | None:
+        """A recomputed table's rows are written in order of their window's (or session's)
+        start: a later batch reads the few windows it recomputes, and skips the files of others
+        (a first batch's whole table would otherwise be in files that each span all of time)."""
+        return self.recompute.start_column if self.recompute is not None else None
+
     def _never_written(self, spark: SparkSession) -> bool:
         """Whether the table is as its creation left it, read from its log until it is known to
         hold rows (then no batch of this query asks again)."""
@@ -188,13 +195,13 @@ class UpsertWriter:
                 # The table's first rows: a MERGE into an empty table inserts every row (one per
                 # key), as an append does, but plans a join and a rewrite against it first. The
                 # same transaction id keeps a replay skipped once either has committed.
-                append_batch(to_write, self.path, app_id, batch_id)
+                append_batch(to_write, self.path, app_id, batch_id, self._sorted_by)
                 self._written = True
             elif rows and self.keys:
                 upsert_batch(to_write, self.path, self.keys, app_id, batch_id, self.latest_by,
                              self.prune_by, within=measured)
             elif rows:
-                append_batch(to_write, self.path, app_id, batch_id)
+                append_batch(to_write, self.path, app_id, batch_id, self._sorted_by)
         finally:
             updated.unpersist()
             if recomputed is not None:
