@@ -5,6 +5,7 @@ recompute the table."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -12,6 +13,7 @@ import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import yaml
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -38,12 +40,15 @@ from tests.reference import WATERMARK, Lakehouse, read_lines, read_segments
 
 START = datetime(2025, 1, 27, 10, 0, tzinfo=timezone.utc)
 RECOMPUTED = ("event_counts_5m", "user_activity_sliding", "user_sessions")
+CLOSED_COUNTS = dataclasses.replace(GOLD_EVENT_COUNTS_5M, name="event_counts_5m_closed")
 
 
-def recompute_conf(conf: Path, counts_filter: str | None = None) -> Path:
+def recompute_conf(conf: Path, counts_filter: str | None = None, closed_counts: bool = False
+                   ) -> Path:
     """The repo's configuration with the events pipeline's sessions in mode update (recomputed,
     open sessions too, like the tumbling and sliding tables), and its hourly revenue kept by a
-    stateful query beside them."""
+    stateful query beside them. ``closed_counts``: with ``gold.event_counts_5m_closed`` too, the
+    tumbling counts in mode append, recomputed."""
     shutil.copytree(REPO_CONF, conf, dirs_exist_ok=True)
     events = conf / "pipelines" / "events.yaml"
     text = events.read_text(encoding="utf-8")
@@ -54,6 +59,13 @@ def recompute_conf(conf: Path, counts_filter: str | None = None) -> Path:
     if counts_filter is not None:
         text = text.replace("  event_counts_5m:\n",
                             f"  event_counts_5m:\n    filter: \"{counts_filter}\"\n", 1)
+    if closed_counts:
+        tree = yaml.safe_load(text)
+        closed = copy.deepcopy(tree["gold"]["event_counts_5m"])
+        closed.update(mode="append", refresh="recompute",
+                      comment="Closed 5-minute windows, appended once.")
+        tree["gold"]["event_counts_5m_closed"] = closed
+        text = yaml.safe_dump(tree, sort_keys=False)
     events.write_text(text, encoding="utf-8")
     return conf
 
@@ -84,38 +96,62 @@ def stragglers(burst: str, start: datetime, count: int) -> list[str]:
 
 def test_recomputed_windows_and_sessions_equal_the_model_late_data_included(
         spark: SparkSession, tmp_path: Path) -> None:
-    settings = recompute_settings(tmp_path, recompute_conf(tmp_path / "conf"))
+    """Beside them, ``event_counts_5m_closed`` (mode append, recomputed): each window appended
+    once the watermark, kept by silver's versions, passes its end, and rows of windows closed
+    before they came refused and counted: what the stateful append query gives, which the model
+    gives too."""
+    conf = recompute_conf(tmp_path / "conf", closed_counts=True)
+    settings = recompute_settings(tmp_path, conf)
     landing = Path(settings.paths.landing)
     model = Lakehouse()
 
-    first = GenerateSpec(events=300, files=2, users=20, burst="b1", start=START,
+    def closed() -> set[tuple[object, ...]]:
+        """The model's 5-minute windows (of the rows the watermark in force when they came
+        kept) that its watermark has closed."""
+        assert model.max_event_time is not None
+        return {w for w in model.event_counts_5m() if w[1] <= model.max_event_time - WATERMARK}
+
+    # Half an hour of events: the watermark closes the windows of its first 20 minutes.
+    first = GenerateSpec(events=600, files=2, users=20, burst="b1", start=START,
                          seconds_between_events=3, seed=21)
     written = generate_landing(landing, first)
     runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
     model.run(read_lines(p for p in written if p.suffix == ".json"),
               read_segments(p for p in written if p.suffix == ".csv"))
     assert_exact(spark, settings, model)
+    assert closed() and _set(rows(spark, settings, CLOSED_COUNTS)) == closed()
     # The run's summary counts what each table read, though the first batch reads silver whole.
-    assert [runs[f"gold/{t}"].rows_in for t in RECOMPUTED] == [len(model.silver)] * 3
+    assert [runs[f"gold/{t}"].rows_in for t in (*RECOMPUTED, CLOSED_COUNTS.name)] == \
+        [len(model.silver)] * 4
     # No state store: the checkpoints hold the streams' offsets only.
     checkpoints = Path(settings.paths.lakehouse) / "_checkpoints" / "gold"
-    assert [table for table in RECOMPUTED if (checkpoints / table / "state").exists()] == []
+    assert [table for table in (*RECOMPUTED, CLOSED_COUNTS.name)
+            if (checkpoints / table / "state").exists()] == []
     assert (checkpoints / "segment_revenue_1h" / "state").exists()  # stateful, as declared
 
-    # Burst 2: the next 15 minutes; events an hour late that join and bridge the first burst's
-    # sessions; and a burst two days older than everything, far behind any watermark.
+    # Burst 2: the next 15 minutes; events from 10:10, long after, that join and bridge the
+    # first burst's sessions (the first five in windows already appended, refused by the closed
+    # table; the others in windows still open); and a burst two days older than everything, far
+    # behind any watermark.
     second = GenerateSpec(events=300, files=2, users=20, burst="b2",
-                          start=START + timedelta(minutes=15), seconds_between_events=3, seed=22)
+                          start=START + timedelta(minutes=30), seconds_between_events=3, seed=22)
     written2 = generate_landing(landing, second, with_customers=False)
     late = landing / "events" / "b2-late.json"
-    write_atomically(late, stragglers("late", START + timedelta(minutes=2), 12))
+    write_atomically(late, stragglers("late", START + timedelta(minutes=10), 12))
     old = landing / "events" / "b2-two-days-old.json"
     write_atomically(old, stragglers("old", START - timedelta(days=2), 8))
-    silver_before = len(model.silver)
+    silver_before, refused_before = len(model.silver), model.late_dropped
     runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
     model.run(read_lines([*(p for p in written2 if p.suffix == ".json"), late, old]), {})
-    assert model.late_dropped > 0  # a stateful table would have dropped some of these
+    assert model.late_dropped - refused_before == 5 + 8  # in 5-minute windows, as the table's
     assert_exact(spark, settings, model)
+    assert runs[f"gold/{CLOSED_COUNTS.name}"].late_rows_dropped == 5 + 8
+    appended = rows(spark, settings, CLOSED_COUNTS)
+    assert len(appended) == len(_set(appended)) and _set(appended) == closed()
+    # Appended only, once per batch: no row of it ever replaced or deleted.
+    history = DeltaTable.forPath(spark, CLOSED_COUNTS.path(settings)).history().collect()
+    assert {(h["operation"], h["operationParameters"]["mode"])
+            for h in history if h["version"] > 0} == {("WRITE", "Append")}
     # Each new silver row counted once, however many times the batch reads what it located.
     assert ([runs[f"gold/{t}"].rows_in for t in RECOMPUTED]
             == [len(model.silver) - silver_before] * 3)
@@ -129,6 +165,15 @@ def test_recomputed_windows_and_sessions_equal_the_model_late_data_included(
     run_pipeline(spark, settings, RunTarget.ALL, Trigger())
     assert {t: DeltaTable.forPath(spark, f"{settings.paths.lakehouse}/gold/{t}")
             .history(1).first()["version"] for t in RECOMPUTED} == versions
+
+    # A changed watermark would move which windows are final: the closed table is refused until
+    # a full refresh, where the tables recomputed in place would be recomputed.
+    events = conf / "pipelines" / "events.yaml"
+    events.write_text(events.read_text(encoding="utf-8").replace(
+        "watermark: 10 minutes", "watermark: 20 minutes", 1), encoding="utf-8")
+    plan = {p.table: p for p in collect_plan(recompute_settings(tmp_path, conf))}
+    assert plan[CLOSED_COUNTS.key].verdict is Verdict.NEEDS_REFRESH
+    assert any("watermark" in change for change in plan[CLOSED_COUNTS.key].changes)
 
 
 def test_random_batch_boundaries_give_the_tables_the_model_gives(
@@ -199,67 +244,3 @@ def test_changed_filter_and_lost_checkpoint_recompute_the_table(
     assert _set(rows(spark, changed, GOLD_USER_ACTIVITY_SLIDING)) == \
         model.exact_user_activity_sliding()
 
-
-def test_append_mode_recomputed_windows_are_appended_once_closed_and_late_rows_refused(
-        spark: SparkSession, tmp_path: Path) -> None:
-    """``mode: append`` with ``refresh: recompute``: no state store; each window is appended
-    once, when the watermark (kept by the input's own versions) passes its end, equal to what the
-    stateful append query gives: the model's windows of the rows not late when they came."""
-    conf = recompute_conf(tmp_path / "conf")
-    events = conf / "pipelines" / "events.yaml"
-    text = events.read_text(encoding="utf-8")
-    declared = "    mode: update                    # open windows kept up to date, late events counted"
-    assert declared in text
-    events.write_text(text.replace(declared, "    mode: append\n    refresh: recompute", 1),
-                      encoding="utf-8")
-    settings = recompute_settings(tmp_path, conf)
-    landing = Path(settings.paths.landing)
-    model = Lakehouse()
-    table = Path(settings.paths.lakehouse) / "gold" / "event_counts_5m"
-
-    def closed() -> set[tuple[object, ...]]:
-        """The model's windows (rows kept by the watermark in force when they came) that its
-        watermark has closed."""
-        assert model.max_event_time is not None
-        return {w for w in model.event_counts_5m() if w[1] <= model.max_event_time - WATERMARK}
-
-    # Half an hour of events: the watermark closes the windows of its first 20 minutes.
-    written = generate_landing(landing, GenerateSpec(events=600, files=2, users=20, burst="b1",
-                                                     start=START, seconds_between_events=3,
-                                                     seed=51))
-    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
-    model.run(read_lines(p for p in written if p.suffix == ".json"),
-              read_segments(p for p in written if p.suffix == ".csv"))
-    assert closed() and _set(rows(spark, settings, GOLD_EVENT_COUNTS_5M)) == closed()
-    assert runs["gold/event_counts_5m"].rows_in == len(model.silver)
-    assert not (Path(settings.paths.lakehouse) / "_checkpoints" / "gold" / "event_counts_5m"
-                / "state").exists()
-
-    # The next half hour, stragglers from 10:10 (the first five in a window already appended,
-    # refused; the others in windows still open, counted) and a burst two days old (refused).
-    written = generate_landing(landing, GenerateSpec(
-        events=600, files=2, users=20, burst="b2", start=START + timedelta(minutes=30),
-        seconds_between_events=3, seed=52), with_customers=False)
-    late = landing / "events" / "b2-late.json"
-    write_atomically(late, stragglers("late", START + timedelta(minutes=10), 12))
-    old = landing / "events" / "b2-two-days-old.json"
-    write_atomically(old, stragglers("old", START - timedelta(days=2), 8))
-    refused_before = model.late_dropped
-    runs = {run.table: run for run in run_pipeline(spark, settings, RunTarget.ALL, Trigger())}
-    model.run(read_lines([*(p for p in written if p.suffix == ".json"), late, old]), {})
-    assert model.late_dropped - refused_before == 5 + 8
-    assert runs["gold/event_counts_5m"].late_rows_dropped == 5 + 8
-    held = rows(spark, settings, GOLD_EVENT_COUNTS_5M)
-    assert len(held) == len(_set(held)) and _set(held) == closed()
-    # Appended only, once per batch: no row ever replaced or deleted.
-    history = DeltaTable.forPath(spark, str(table)).history().collect()
-    assert {h["operation"] for h in history if h["version"] > 0} == {"WRITE"}
-    assert {h["operationParameters"]["mode"] for h in history if h["version"] > 0} == {"Append"}
-
-    # A changed watermark would move which windows are final: refused until a full refresh.
-    events.write_text(events.read_text(encoding="utf-8").replace(
-        "    refresh: recompute", "    refresh: recompute\n    watermark: 20 minutes", 1),
-        encoding="utf-8")
-    plan = {p.table: p for p in collect_plan(recompute_settings(tmp_path, conf))}
-    assert plan["gold/event_counts_5m"].verdict is Verdict.NEEDS_REFRESH
-    assert any("watermark" in change for change in plan["gold/event_counts_5m"].changes)
