@@ -284,8 +284,8 @@ def start_flow(spark: SparkSession, settings: Settings, trigger: Trigger, gold: 
         ensure_table(spark, *table)
     join, recomputed = gold.gold.join, gold.gold.recomputed
     # A stateful aggregation keeps windows or sessions in its state store; a join keeps none, nor
-    # does a recomputed aggregation (whose checkpoint, when it cannot carry on, the check before
-    # its start replaced).
+    # does a recomputed aggregation (in mode update, whose checkpoint, when it cannot carry on, the
+    # check before its start replaced; in mode append, guarded as any other).
     state = (None if gold.gold.recomputed_in_place
              and not path_exists(spark, f"{checkpoint}/offsets") else
              guard_checkpoint(spark, path, checkpoint, spec.key,
